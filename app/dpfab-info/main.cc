@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// dpfab-info: what the provider sees on this machine. It reads the configuration exactly as the
+// provider does (default < file < FI_DPDK_* environment), starts EAL and opens the ports the same
+// way, and prints: the EAL arguments in force, the ports, the lcores and their roles, and the
+// effective configuration with where each value came from.
+//
+//   dpfab-info [-v]      -v: also show dpdk/EAL log lines at info level
+#include <rte_ethdev.h>
+#include <rte_version.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/config.h"
+#include "common/log.h"
+#include "dpfab_build_config.h"
+#include "eal/eal.h"
+#include "port/port.h"
+
+using namespace dpfab;
+
+namespace {
+
+const char* role_name(eal::LcoreRole r) {
+  switch (r) {
+    case eal::LcoreRole::kMain:
+      return "main (application thread)";
+    case eal::LcoreRole::kWorker:
+      return "worker (progress)";
+    case eal::LcoreRole::kUnavailable:
+      return "unavailable";
+  }
+  return "?";
+}
+
+void print_config(const config::Config& cfg) {
+  std::printf("configuration%s%s\n", cfg.file.empty() ? " (no file read)" : " file ",
+              cfg.file.c_str());
+  for (const auto& v : cfg.values) {
+    std::string var = "FI_DPDK_";
+    for (char c : v.key) var += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    std::string from = config::source_name(v.source);
+    if (v.source != config::Source::kDefault) from += ": " + v.origin;
+    std::printf("  %-18s = %-50s [%s]\n", var.c_str(), v.text.empty() ? "''" : v.text.c_str(),
+                from.c_str());
+  }
+}
+
+// A "Name:  123 kB" line of /proc/self/status, in KiB; -1 when absent.
+long status_kib(const char* name) {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  long v = -1;
+  while (std::fgets(line, sizeof(line), f))
+    if (std::strncmp(line, name, std::strlen(name)) == 0) v = std::atol(line + std::strlen(name));
+  std::fclose(f);
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool verbose = argc > 1 && std::strcmp(argv[1], "-v") == 0;
+  if (argc > 1 && !verbose) {
+    std::fprintf(stderr, "usage: %s [-v]\n", argv[0]);
+    return 2;
+  }
+  log::use_stderr(verbose ? FI_LOG_INFO : FI_LOG_WARN);
+  std::printf("dpfab %s, %s\n\n", DPFAB_VERSION, rte_version());
+
+  auto cfg = config::load(config::getenv_lookup, DPFAB_DEFAULT_CONFIG);
+  if (!cfg) {
+    std::fprintf(stderr, "dpfab-info: configuration error: %s\n", cfg.error().message.c_str());
+    return 1;
+  }
+  print_config(*cfg);
+
+  auto st = eal::start(*cfg);
+  if (!st) {
+    std::fprintf(stderr, "dpfab-info: EAL: %s\n", st.error().message.c_str());
+    return 1;
+  }
+  std::printf("\nEAL %s\n  arguments:", (*st)->owned ? "started by dpfab" : "attached");
+  for (const auto& a : (*st)->argv) std::printf(" %s", a.c_str());
+  std::printf("\n\nlcores\n");
+  for (const auto& l : (*st)->lcores)
+    std::printf("  lcore %-3u cpus %-8s %s%s%s\n", l.id, l.cpus.c_str(), role_name(l.role),
+                l.note.empty() ? "" : ": ", l.note.c_str());
+  if ((*st)->lcores.size() == 1)
+    std::printf("  (no worker lcores: data progress is manual, inside the application's calls)\n");
+
+  auto ports = port::open_all(*cfg);
+  if (!ports) {
+    std::fprintf(stderr, "dpfab-info: ports: %s\n", ports.error().message.c_str());
+    return 1;
+  }
+  std::printf("\nports\n");
+  for (const auto& p : **ports) {
+    const auto& i = p->info();
+    std::printf("  port %u: %s\n", i.port_id, i.name.c_str());
+    std::printf("    spec          %s\n", i.spec.c_str());
+    std::printf("    driver        %s%s\n", i.driver.c_str(),
+                i.created ? "" : " (created by the application)");
+    std::printf("    mac           %s\n", port::format_mac(i.mac).c_str());
+    std::printf("    ipv4          %s/%u%s\n", config::format_ipv4(i.ipv4).c_str(), i.ipv4_prefix,
+                i.ipv4_auto ? " (auto)" : "");
+    std::printf("    link          %s", i.link_up ? "up" : "down");
+    if (i.link_up) std::printf(", %u Mb/s", i.link_speed_mbps);
+    std::printf(", mtu %u\n", i.mtu);
+    std::printf("    rx queues     %u of %u, %u descriptors\n", i.rx_queues, i.max_rx_queues,
+                i.rx_desc);
+    std::printf("    tx queues     %u of %u, %u descriptors\n", i.tx_queues, i.max_tx_queues,
+                i.tx_desc);
+    std::printf("    rx interrupt  %s\n", port::rx_interrupt_name(i.rx_interrupt));
+    std::printf("    checksum offload  rx %s, tx %s\n",
+                (i.rx_offloads & (RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM))
+                    ? "yes"
+                    : "no (software)",
+                (i.tx_offloads & (RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_UDP_CKSUM))
+                    ? "yes"
+                    : "no (software)");
+  }
+  if ((*ports)->empty()) std::printf("  (none configured: set FI_DPDK_PORTS)\n");
+  std::printf("\nresident memory  %ld KiB now, %ld KiB peak\n", status_kib("VmRSS:"),
+              status_kib("VmHWM:"));
+  port::close_all();
+  return 0;
+}

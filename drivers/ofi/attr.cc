@@ -1,0 +1,277 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// fi_getinfo: the attributes dpdk offers and how hints narrow them. Only what is implemented is
+// advertised. Today: one FI_EP_DGRAM / FI_MSG entry per configured port (domain = port).
+//
+// EAL starts here only when the application has chosen this provider (the hints name "dpdk"):
+// libfabric asks every provider, and `fi_info -l` or an MPI job probing for tcp must not start
+// DPDK. Other callers get attributes from the configuration alone (MAC unknown until fi_fabric).
+#include <arpa/inet.h>
+#include <netdb.h>
+
+#include <cstring>
+
+#include "dpdk.h"
+#include "wire/address.h"
+
+namespace dpfab::ofi {
+namespace {
+
+constexpr uint64_t kCaps = FI_MSG | FI_SEND | FI_RECV;
+constexpr size_t kHeaders = 14 + 20 + 8 + 16;  // Ethernet + IPv4 + UDP + dpfab header
+constexpr size_t kDefaultMtu = 1500;
+
+bool names_us(const fi_info* hints) {
+  return hints && hints->fabric_attr && hints->fabric_attr->prov_name &&
+         std::strstr(hints->fabric_attr->prov_name, g_provider.name) != nullptr;
+}
+
+bool too_big(size_t want, size_t have) { return want != 0 && want > have; }
+
+// Fills `out` (from fi_allocinfo) with our attributes for one port.
+void fill(fi_info* out, const config::Config& cfg, const std::string& domain_name, size_t mtu) {
+  out->caps = kCaps;
+  out->mode = 0;
+  out->addr_format = FI_FORMAT_UNSPEC;
+
+  out->tx_attr->caps = kCaps & ~FI_RECV;
+  out->tx_attr->op_flags = 0;
+  out->tx_attr->msg_order = 0;
+  out->tx_attr->comp_order = FI_ORDER_NONE;
+  out->tx_attr->inject_size = mtu - kHeaders;
+  out->tx_attr->size = cfg.tx_depth;
+  out->tx_attr->iov_limit = 4;
+  out->tx_attr->rma_iov_limit = 0;
+
+  out->rx_attr->caps = kCaps & ~FI_SEND;
+  out->rx_attr->op_flags = 0;
+  out->rx_attr->msg_order = 0;
+  out->rx_attr->comp_order = FI_ORDER_NONE;
+  out->rx_attr->total_buffered_recv = 0;
+  out->rx_attr->size = cfg.rx_depth;
+  out->rx_attr->iov_limit = 4;
+
+  out->ep_attr->type = FI_EP_DGRAM;
+  out->ep_attr->protocol = FI_PROTO_UNSPEC;
+  out->ep_attr->protocol_version = 1;
+  out->ep_attr->max_msg_size = mtu - kHeaders;
+  out->ep_attr->msg_prefix_size = 0;
+  out->ep_attr->tx_ctx_cnt = 1;
+  out->ep_attr->rx_ctx_cnt = 1;
+
+  auto* d = out->domain_attr;
+  d->name = strdup(domain_name.c_str());
+  d->threading = FI_THREAD_SAFE;
+  d->control_progress = FI_PROGRESS_MANUAL;
+  d->data_progress = cfg.lcores.empty() ? FI_PROGRESS_MANUAL : FI_PROGRESS_AUTO;
+  d->resource_mgmt = FI_RM_ENABLED;
+  d->av_type = FI_AV_UNSPEC;
+  d->mr_mode = 0;
+  d->mr_key_size = 0;
+  d->cq_data_size = 0;
+  d->cq_cnt = 256;
+  d->ep_cnt = 256;
+  d->tx_ctx_cnt = 256;
+  d->rx_ctx_cnt = 256;
+  d->max_ep_tx_ctx = 1;
+  d->max_ep_rx_ctx = 1;
+  d->cntr_cnt = 256;
+  d->mr_iov_limit = 1;
+  d->mr_cnt = 0;
+
+  out->fabric_attr->name = strdup(kFabricName);
+  out->fabric_attr->prov_version = kProviderVersion;
+  out->fabric_attr->api_version = kApiVersion;
+}
+
+// Applies the hints to a filled entry: returns false when they cannot be met.
+bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
+  if (!hints) return true;
+  if (hints->caps & ~kCaps) return false;
+  if (hints->caps) {
+    out->caps = hints->caps;
+    if (!(hints->caps & (FI_SEND | FI_RECV))) out->caps |= FI_SEND | FI_RECV;
+  }
+  // We require no mode bits; any the application offers are fine.
+  if (hints->addr_format != FI_FORMAT_UNSPEC) return false;
+  if (const auto* e = hints->ep_attr) {
+    if (e->type != FI_EP_UNSPEC && e->type != FI_EP_DGRAM) return false;
+    if (e->protocol != FI_PROTO_UNSPEC) return false;
+    if (too_big(e->max_msg_size, out->ep_attr->max_msg_size)) return false;
+    if (e->tx_ctx_cnt > 1 || e->rx_ctx_cnt > 1) return false;
+    if (e->msg_prefix_size) return false;
+  }
+  if (const auto* t = hints->tx_attr) {
+    if (t->caps & ~out->tx_attr->caps & ~FI_MSG) return false;
+    if (too_big(t->size, out->tx_attr->size) || too_big(t->iov_limit, out->tx_attr->iov_limit) ||
+        too_big(t->inject_size, out->tx_attr->inject_size))
+      return false;
+    if (t->msg_order & ~out->tx_attr->msg_order) return false;
+    out->tx_attr->op_flags = t->op_flags;
+  }
+  if (const auto* r = hints->rx_attr) {
+    if (r->caps & ~out->rx_attr->caps & ~FI_MSG) return false;
+    if (too_big(r->size, out->rx_attr->size) || too_big(r->iov_limit, out->rx_attr->iov_limit))
+      return false;
+    if (r->msg_order & ~out->rx_attr->msg_order) return false;
+    if (r->total_buffered_recv) return false;
+    out->rx_attr->op_flags = r->op_flags;
+  }
+  if (const auto* d = hints->domain_attr) {
+    if (d->name && std::strcmp(d->name, out->domain_attr->name) != 0) return false;
+    if (d->threading != FI_THREAD_UNSPEC) out->domain_attr->threading = d->threading;
+    if (d->control_progress == FI_PROGRESS_AUTO) return false;
+    if (d->data_progress != FI_PROGRESS_UNSPEC &&
+        d->data_progress != out->domain_attr->data_progress) {
+      // Manual progress is always possible (the application's calls drive the port); automatic
+      // progress needs worker lcores (FI_DPDK_LCORES).
+      if (d->data_progress == FI_PROGRESS_AUTO) return false;
+      out->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+    }
+    if (d->resource_mgmt != FI_RM_UNSPEC) out->domain_attr->resource_mgmt = d->resource_mgmt;
+    if (d->av_type != FI_AV_UNSPEC) out->domain_attr->av_type = d->av_type;
+    if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
+      // Before 1.5 mr_mode is an enum; we need no registration, so basic and scalable both work.
+      out->domain_attr->mr_mode = d->mr_mode == FI_MR_BASIC ? FI_MR_BASIC : FI_MR_SCALABLE;
+    }
+    if (d->cq_data_size > out->domain_attr->cq_data_size) return false;
+    if (d->caps & ~(FI_LOCAL_COMM | FI_REMOTE_COMM)) return false;
+  } else if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
+    out->domain_attr->mr_mode = FI_MR_SCALABLE;
+  }
+  if (const auto* f = hints->fabric_attr) {
+    if (f->name && std::strcmp(f->name, kFabricName) != 0) return false;
+    if (f->api_version && FI_VERSION_LT(kApiVersion, f->api_version)) return false;
+  }
+  return true;
+}
+
+// Resolves node/service to an IPv4 address (network order) and UDP port (network order).
+Result<std::pair<uint32_t, uint16_t>> resolve(const char* node, const char* service) {
+  uint32_t ip = 0;
+  uint16_t port = 0;
+  if (service) {
+    char* end = nullptr;
+    unsigned long p = std::strtoul(service, &end, 10);
+    if (!*service || *end || p > 0xffff)
+      return make_error(-FI_EINVAL, std::string("service '") + service + "' is not a UDP port");
+    port = htons(static_cast<uint16_t>(p));
+  }
+  if (node) {
+    addrinfo hints{}, *res = nullptr;
+    hints.ai_family = AF_INET;
+    if (getaddrinfo(node, nullptr, &hints, &res) != 0 || !res)
+      return make_error(-FI_ENODATA, std::string("node '") + node + "' has no IPv4 address");
+    ip = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr.s_addr;
+    freeaddrinfo(res);
+  }
+  return std::make_pair(ip, port);
+}
+
+void* copy_addr(const wire::Address& a, size_t* len) {
+  auto* p = static_cast<wire::Address*>(std::malloc(sizeof(a)));
+  if (p) *p = a, *len = sizeof(a);
+  return p;
+}
+
+}  // namespace
+
+int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
+            const fi_info* hints, fi_info** info) noexcept {
+  return guard("getinfo", [&]() -> int {
+    *info = nullptr;
+    if (FI_VERSION_LT(kApiVersion, version)) return -FI_ENODATA;
+
+    // The configuration in force: the running one, or (before EAL) what would be used.
+    const config::Config* cfg = runtime_config();
+    config::Config loaded;
+    if (!cfg && names_us(hints)) {
+      auto started = start_runtime();
+      if (!started) return -FI_ENODATA;
+      cfg = *started;
+    }
+    if (!cfg) {
+      auto l = load_config();
+      if (!l) return -FI_ENODATA;
+      loaded = std::move(l.value());
+      cfg = &loaded;
+    }
+
+    auto where = resolve(node, service);
+    if (!where) {
+      DPFAB_INFO(FI_LOG_CORE, "%s", where.error().message.c_str());
+      return where.code();
+    }
+    if (hints && hints->src_addr && !wire::valid_address(hints->src_addr, hints->src_addrlen))
+      return -FI_ENODATA;
+    if (hints && hints->dest_addr && !wire::valid_address(hints->dest_addr, hints->dest_addrlen))
+      return -FI_ENODATA;
+
+    fi_info* head = nullptr;
+    fi_info** tail = &head;
+    const auto& open_ports = port::ports();
+    for (size_t i = 0; i < cfg->ports.size(); ++i) {
+      const port::Port* p = i < open_ports.size() ? open_ports[i].get() : nullptr;
+      std::string domain_name =
+          p ? p->info().name : cfg->ports[i].substr(0, cfg->ports[i].find(','));
+      size_t mtu = p && p->info().mtu ? p->info().mtu : kDefaultMtu;
+
+      fi_info* out = fi_allocinfo();
+      if (!out) {
+        fi_freeinfo(head);
+        return -FI_ENOMEM;
+      }
+      fill(out, *cfg, domain_name, mtu);
+      if (!narrow(out, hints, version)) {
+        fi_freeinfo(out);
+        continue;
+      }
+
+      // Our own address on this port: the source, unless the hints or FI_SOURCE say otherwise.
+      wire::Address self;
+      if (p) {
+        std::memcpy(self.mac, p->info().mac.addr_bytes, 6);
+        self.ipv4_be = htonl(p->info().ipv4);
+      } else if (cfg->ipv4[i]) {
+        self.ipv4_be = htonl(cfg->ipv4[i]->addr);
+      }
+      if (hints && hints->src_addr) {
+        wire::Address want;
+        std::memcpy(&want, hints->src_addr, sizeof(want));
+        if (p && want.ipv4_be && want.ipv4_be != self.ipv4_be) {
+          fi_freeinfo(out);
+          continue;
+        }
+        out->src_addr = copy_addr(want, &out->src_addrlen);
+      } else if (flags & FI_SOURCE) {
+        if (node && p && where->first != self.ipv4_be) {  // FI_SOURCE names a local address
+          fi_freeinfo(out);
+          continue;
+        }
+        self.udp_port_be = where->second;
+        out->src_addr = copy_addr(self, &out->src_addrlen);
+      } else {
+        out->src_addr = copy_addr(self, &out->src_addrlen);
+      }
+      if (hints && hints->dest_addr) {
+        out->dest_addr = std::malloc(sizeof(wire::Address));
+        if (out->dest_addr) {
+          std::memcpy(out->dest_addr, hints->dest_addr, sizeof(wire::Address));
+          out->dest_addrlen = sizeof(wire::Address);
+        }
+      } else if (!(flags & FI_SOURCE) && (node || service)) {
+        // The peer's MAC is learned by ARP when the address is inserted into an AV.
+        wire::Address peer;
+        peer.ipv4_be = where->first;
+        peer.udp_port_be = where->second;
+        out->dest_addr = copy_addr(peer, &out->dest_addrlen);
+      }
+      *tail = out;
+      tail = &out->next;
+    }
+    *info = head;
+    return head ? FI_SUCCESS : -FI_ENODATA;
+  });
+}
+
+}  // namespace dpfab::ofi

@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// fid_domain: one per configured port; the domain name is the port's ethdev name.
+#include <cstring>
+
+#include "dpdk.h"
+
+namespace dpfab::ofi {
+namespace {
+
+int domain_close(fid* f) noexcept {
+  auto* dom = container_of_fid<Domain>(f);
+  if (dom->refs.load(std::memory_order_acquire) != 0) return -FI_EBUSY;
+  dom->fabric->refs.fetch_sub(1, std::memory_order_release);
+  fi_freeinfo(dom->info);
+  delete dom;
+  return FI_SUCCESS;
+}
+
+fi_ops g_domain_fi_ops = {
+    .size = sizeof(fi_ops),
+    .close = domain_close,
+    .bind = enosys<decltype(fi_ops::bind)>,
+    .control = enosys<decltype(fi_ops::control)>,
+    .ops_open = enosys<decltype(fi_ops::ops_open)>,
+    .tostr = nullptr,
+    .ops_set = enosys<decltype(fi_ops::ops_set)>,
+};
+
+fi_ops_domain g_domain_ops = {
+    .size = sizeof(fi_ops_domain),
+    .av_open = enosys<decltype(fi_ops_domain::av_open)>,
+    .cq_open = enosys<decltype(fi_ops_domain::cq_open)>,
+    .endpoint = endpoint_open,
+    .scalable_ep = enosys<decltype(fi_ops_domain::scalable_ep)>,
+    .cntr_open = enosys<decltype(fi_ops_domain::cntr_open)>,
+    .poll_open = enosys<decltype(fi_ops_domain::poll_open)>,
+    .stx_ctx = enosys<decltype(fi_ops_domain::stx_ctx)>,
+    .srx_ctx = enosys<decltype(fi_ops_domain::srx_ctx)>,
+    .query_atomic = enosys<decltype(fi_ops_domain::query_atomic)>,
+    .query_collective = enosys<decltype(fi_ops_domain::query_collective)>,
+    .endpoint2 = enosys<decltype(fi_ops_domain::endpoint2)>,
+};
+
+fi_ops_mr g_mr_ops = {
+    .size = sizeof(fi_ops_mr),
+    .reg = enosys<decltype(fi_ops_mr::reg)>,
+    .regv = enosys<decltype(fi_ops_mr::regv)>,
+    .regattr = enosys<decltype(fi_ops_mr::regattr)>,
+};
+
+}  // namespace
+
+int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain, void* context) noexcept {
+  return guard("fi_domain", [&]() -> int {
+    if (!fabric || !info || !domain) return -FI_EINVAL;
+    auto* fab = container_of_fid<Fabric>(&fabric->fid);
+    port::Port* found = nullptr;
+    const char* want = info->domain_attr ? info->domain_attr->name : nullptr;
+    for (const auto& p : port::ports())
+      if (!want || p->info().name == want) {
+        found = p.get();
+        break;
+      }
+    if (!found) {
+      DPFAB_WARN(FI_LOG_DOMAIN, "no port named '%s' (domains are the configured ports)",
+                 want ? want : "(null)");
+      return -FI_ENODEV;
+    }
+    auto* dom = new Domain();
+    dom->info = fi_dupinfo(info);
+    if (!dom->info) {
+      delete dom;
+      return -FI_ENOMEM;
+    }
+    dom->fabric = fab;
+    dom->port = found;
+    dom->fid.fid.fclass = FI_CLASS_DOMAIN;
+    dom->fid.fid.context = context;
+    dom->fid.fid.ops = &g_domain_fi_ops;
+    dom->fid.ops = &g_domain_ops;
+    dom->fid.mr = &g_mr_ops;
+    fab->refs.fetch_add(1, std::memory_order_relaxed);
+    *domain = &dom->fid;
+    return FI_SUCCESS;
+  });
+}
+
+}  // namespace dpfab::ofi

@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// Plugin entry: fi_prov_ini, the provider struct, parameters, logging bridge, runtime start.
+#include <cstdio>
+#include <mutex>
+#include <set>
+
+#include "dpdk.h"
+#include "dpfab_build_config.h"
+#include "eal/eal.h"
+
+namespace dpfab::ofi {
+namespace {
+
+void cleanup() noexcept;
+
+bool log_filter(fi_log_level level, fi_log_subsys subsys) {
+  return fi_log_enabled(&g_provider, level, subsys) != 0;
+}
+
+void log_sink(fi_log_level level, fi_log_subsys subsys, const char* func, int line,
+              const char* msg) {
+  fi_log(&g_provider, level, subsys, func, line, "%s\n", msg);
+}
+
+// Process-lifetime state, never destroyed: libfabric calls cleanup() from its own destructor.
+struct Runtime {
+  std::mutex mutex;
+  std::optional<config::Config> cfg;
+  std::mutex shown_mutex;
+  std::set<std::string> shown;  // configuration errors already printed to stderr
+};
+Runtime& runtime() {
+  static Runtime* r = new Runtime();
+  return *r;
+}
+std::atomic<const config::Config*> g_runtime_published{nullptr};
+
+void report_error(const Error& e) {
+  DPFAB_WARN(FI_LOG_CORE, "%s", e.message.c_str());
+  if (fi_log_enabled(&g_provider, FI_LOG_WARN, FI_LOG_CORE)) return;
+  Runtime& r = runtime();
+  std::lock_guard lock(r.shown_mutex);
+  if (r.shown.insert(e.message).second)
+    std::fprintf(stderr, "libfabric:dpdk: %s (provider disabled)\n", e.message.c_str());
+}
+
+void cleanup() noexcept {
+  // EAL stays: it cannot be initialised twice in a process, and libfabric may load us again.
+  port::close_all();
+  Runtime& r = runtime();
+  std::lock_guard lock(r.mutex);
+  g_runtime_published.store(nullptr, std::memory_order_release);
+  r.cfg.reset();
+}
+
+}  // namespace
+
+fi_provider g_provider = {
+    .version = kProviderVersion,
+    .fi_version = kApiVersion,
+    .context = {},
+    .name = "dpdk",
+    .getinfo = getinfo,
+    .fabric = fabric_open,
+    .cleanup = cleanup,
+};
+
+Result<config::Config> load_config() {
+  auto env = [](const config::KeyInfo& key) -> std::optional<std::string> {
+    char* value = nullptr;
+    if (fi_param_get_str(&g_provider, key.name, &value) == FI_SUCCESS && value)
+      return std::string(value);
+    return std::nullopt;
+  };
+  auto cfg = config::load(env, DPFAB_DEFAULT_CONFIG);
+  if (!cfg) report_error(cfg.error());
+  return cfg;
+}
+
+Result<const config::Config*> start_runtime() {
+  Runtime& r = runtime();
+  std::lock_guard lock(r.mutex);
+  if (r.cfg) return &*r.cfg;
+  config::Config cfg;
+  if (auto loaded = load_config())
+    cfg = std::move(loaded.value());
+  else
+    return loaded.error();
+  auto st = eal::start(cfg);
+  if (!st) {
+    report_error(st.error());
+    return st.error();
+  }
+  auto ports = port::open_all(cfg);
+  if (!ports) {
+    report_error(ports.error());
+    return ports.error();
+  }
+  r.cfg = std::move(cfg);
+  g_runtime_published.store(&*r.cfg, std::memory_order_release);
+  return &*r.cfg;
+}
+
+const config::Config* runtime_config() noexcept {
+  return g_runtime_published.load(std::memory_order_acquire);
+}
+
+}  // namespace dpfab::ofi
+
+extern "C" __attribute__((visibility("default"))) fi_provider* fi_prov_ini(void) {
+  using namespace dpfab;
+  for (const auto& k : config::keys())
+    fi_param_define(&ofi::g_provider, k.name, FI_PARAM_STRING, "%s (default: '%s')", k.help,
+                    k.default_value);
+  log::set_sink(ofi::log_sink, ofi::log_filter);
+  DPFAB_INFO(FI_LOG_CORE, "dpdk provider %s loaded", DPFAB_VERSION);
+  return &ofi::g_provider;
+}

@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <rdma/fi_errno.h>
+#include <rte_cfgfile.h>
+#include <sys/stat.h>
+
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+
+#include "strings.h"
+
+namespace dpfab::config {
+namespace {
+
+constexpr const char* kSection = "dpdk";
+
+// The single list of keys. config/dpfab.conf must show the same defaults; a unit test checks it.
+constexpr std::array<KeyInfo, 9> kKeys{{
+    {"config", "",
+     "Path of the configuration file to read instead of the installed default (dpfab.conf)."},
+    {"eal_args", "--no-huge --no-shconf --no-pci -m 48 --log-level=*:warning",
+     "Extra DPDK EAL arguments. The default runs anywhere: no hugepages, no shared config, no "
+     "PCI scan, 48 MiB of memory. Users with NICs and hugepages drop --no-huge/--no-pci."},
+    {"ports", "net_memif0,role=auto,socket=/run/dpfab-memif0.sock",
+     "Semicolon-separated ports: DPDK vdev specs (net_memif0,role=client,socket=/tmp/a.sock) or "
+     "PCI addresses. memif role=auto is server when the socket is free, client otherwise."},
+    {"ipv4", "auto",
+     "Semicolon-separated IPv4 address/prefix per port, in the order of ports; 'auto' picks a "
+     "link-local 169.254.x.y/16 address from the port's MAC."},
+    {"lcores", "",
+     "Worker lcores (CPU list such as 1,2-3) that progress ports; empty = manual progress only."},
+    {"mbufs", "4095", "Mbufs in each port's mempool."},
+    {"rx_depth", "512", "RX descriptors per queue (adjusted to what the port allows)."},
+    {"tx_depth", "512", "TX descriptors per queue (adjusted to what the port allows)."},
+    {"spin_us", "100",
+     "Microseconds an idle worker lcore spins before parking; 0 = never spin, negative = never "
+     "park."},
+}};
+
+// What rte_cfgfile keeps per name/value (CFG_NAME_LEN/CFG_VALUE_LEN in rte_cfgfile.h, minus NUL).
+constexpr size_t kMaxName = CFG_NAME_LEN - 1;
+constexpr size_t kMaxValue = CFG_VALUE_LEN - 1;
+
+struct FileLine {
+  int line = 0;
+  std::string section;
+  std::string key;
+};
+
+std::string at(const std::string& file, int line) { return file + ":" + std::to_string(line); }
+
+// rte_cfgfile parses; it reports only "failed" to us (its line-numbered message goes to the DPDK
+// log). This scan walks the same lines to name the line and key in our own error messages and to
+// catch what rte_cfgfile accepts silently (duplicates, unknown keys, over-long values).
+Result<std::vector<FileLine>> scan_file(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    return make_error(-FI_EINVAL, path + ": not a regular file");
+  std::ifstream in(path);
+  if (!in) return make_error(-FI_ENOENT, path + ": cannot open: " + std::strerror(errno));
+  std::vector<FileLine> entries;
+  std::string raw, section;
+  int line = 0;
+  while (std::getline(in, raw)) {
+    ++line;
+    std::string_view s(raw);
+    if (auto hash = s.find('#'); hash != std::string_view::npos) s = s.substr(0, hash);
+    s = str::trim(s);
+    if (s.empty()) continue;
+    if (s.front() == '[') {
+      if (s.back() != ']')
+        return make_error(-FI_EINVAL, at(path, line) + ": section header without ']'");
+      section = std::string(str::trim(s.substr(1, s.size() - 2)));
+      if (section != kSection)
+        return make_error(-FI_EINVAL, at(path, line) + ": unknown section [" + section +
+                                          "] (only [" + kSection + "] is read)");
+      continue;
+    }
+    auto eq = s.find('=');
+    if (eq == std::string_view::npos)
+      return make_error(
+          -FI_EINVAL, at(path, line) + ": expected 'key = value', found '" + std::string(s) + "'");
+    std::string key = str::to_lower(str::trim(s.substr(0, eq)));
+    auto value = str::trim(s.substr(eq + 1));
+    if (key.empty()) return make_error(-FI_EINVAL, at(path, line) + ": empty key before '='");
+    if (section.empty())
+      return make_error(
+          -FI_EINVAL, at(path, line) + ": key '" + key + "' outside a [" + kSection + "] section");
+    if (key.size() > kMaxName || value.size() > kMaxValue)
+      return make_error(-FI_EINVAL, at(path, line) + ": key '" + key + "': longer than " +
+                                        std::to_string(kMaxValue) + " characters");
+    bool known = false;
+    for (const auto& k : kKeys) known |= (key == k.name);
+    if (!known || key == "config")
+      return make_error(-FI_EINVAL, at(path, line) + ": unknown key '" + key + "'");
+    for (const auto& e : entries)
+      if (e.key == key)
+        return make_error(-FI_EINVAL, at(path, line) + ": key '" + key + "' already set at line " +
+                                          std::to_string(e.line));
+    entries.push_back({line, section, key});
+  }
+  return entries;
+}
+
+struct CfgFileCloser {
+  void operator()(rte_cfgfile* f) const { rte_cfgfile_close(f); }
+};
+
+// Reads the file with rte_cfgfile; returns key -> (value, line).
+Result<std::map<std::string, std::pair<std::string, int>>> read_file(const std::string& path) {
+  auto scanned = scan_file(path);
+  if (!scanned) return scanned.error();
+  rte_cfgfile_parameters params{};
+  params.comment_character = '#';
+  std::unique_ptr<rte_cfgfile, CfgFileCloser> cfg(
+      rte_cfgfile_load_with_params(path.c_str(), CFG_FLAG_EMPTY_VALUES, &params));
+  if (!cfg) return make_error(-FI_EINVAL, path + ": rte_cfgfile could not parse the file");
+  std::map<std::string, std::pair<std::string, int>> out;
+  int n = rte_cfgfile_section_num_entries(cfg.get(), kSection);
+  std::vector<rte_cfgfile_entry> entries(n > 0 ? n : 0);
+  if (n > 0 && rte_cfgfile_section_entries(cfg.get(), kSection, entries.data(), n) != n)
+    return make_error(-FI_EINVAL, path + ": rte_cfgfile could not read section [dpdk]");
+  for (const auto& e : entries) {
+    std::string key = str::to_lower(e.name);
+    int line = 0;
+    for (const auto& s : *scanned)
+      if (s.key == key) line = s.line;
+    out[key] = {std::string(str::trim(e.value)), line};
+  }
+  return out;
+}
+
+Result<int64_t> int_in_range(const Value& v, int64_t lo, int64_t hi) {
+  auto n = str::parse_int(v.text);
+  if (!n || *n < lo || *n > hi)
+    return make_error(-FI_EINVAL, v.origin + ": key '" + v.key + "': '" + v.text +
+                                      "' is not an integer in [" + std::to_string(lo) + ", " +
+                                      std::to_string(hi) + "]");
+  return *n;
+}
+
+Error bad(const Value& v, const std::string& why) {
+  return make_error(-FI_EINVAL, v.origin + ": key '" + v.key + "': '" + v.text + "': " + why);
+}
+
+}  // namespace
+
+std::span<const KeyInfo> keys() noexcept { return kKeys; }
+
+const char* source_name(Source s) noexcept {
+  switch (s) {
+    case Source::kDefault:
+      return "default";
+    case Source::kFile:
+      return "file";
+    case Source::kEnvironment:
+      return "environment";
+  }
+  return "?";
+}
+
+const Value* Config::find(std::string_view key) const noexcept {
+  for (const auto& v : values)
+    if (v.key == key) return &v;
+  return nullptr;
+}
+
+std::optional<std::string> getenv_lookup(const KeyInfo& key) {
+  std::string var = "FI_DPDK_" + str::to_upper(key.name);
+  const char* v = std::getenv(var.c_str());
+  if (!v) return std::nullopt;
+  return std::string(v);
+}
+
+std::optional<Ipv4Prefix> parse_ipv4_prefix(std::string_view s) noexcept {
+  s = str::trim(s);
+  auto slash = s.find('/');
+  if (slash == std::string_view::npos) return std::nullopt;
+  std::string addr(s.substr(0, slash));
+  auto len = str::parse_int(s.substr(slash + 1));
+  in_addr a{};
+  if (!len || *len < 1 || *len > 32 || inet_pton(AF_INET, addr.c_str(), &a) != 1)
+    return std::nullopt;
+  return Ipv4Prefix{ntohl(a.s_addr), static_cast<uint8_t>(*len)};
+}
+
+std::string format_ipv4(uint32_t addr) {
+  in_addr a{htonl(addr)};
+  char buf[INET_ADDRSTRLEN];
+  return inet_ntop(AF_INET, &a, buf, sizeof(buf)) ? buf : "?";
+}
+
+Result<Config> load(const EnvLookup& env, const std::string& default_file) {
+  Config cfg;
+  const KeyInfo& config_key = kKeys[0];
+  if (auto path = env(config_key); path && !str::trim(*path).empty()) {
+    cfg.file = std::string(str::trim(*path));
+    struct stat st {};
+    if (stat(cfg.file.c_str(), &st) != 0)
+      return make_error(-FI_ENOENT, "FI_DPDK_CONFIG: " + cfg.file + ": " + std::strerror(errno));
+  } else if (!default_file.empty()) {
+    struct stat st {};
+    if (stat(default_file.c_str(), &st) == 0) cfg.file = default_file;
+  }
+
+  std::map<std::string, std::pair<std::string, int>> from_file;
+  if (!cfg.file.empty()) {
+    auto r = read_file(cfg.file);
+    if (!r) return r.error();
+    from_file = std::move(r.value());
+  }
+
+  for (const auto& k : kKeys) {
+    Value v{k.name, k.default_value, Source::kDefault, "default"};
+    if (&k == &config_key) {
+      v.text = cfg.file;
+      if (auto e = env(k); e && !str::trim(*e).empty()) {
+        v.source = Source::kEnvironment;
+        v.origin = "FI_DPDK_CONFIG";
+      }
+    } else if (auto e = env(k)) {
+      v.text = std::string(str::trim(*e));
+      v.source = Source::kEnvironment;
+      v.origin = "FI_DPDK_" + str::to_upper(k.name);
+    } else if (auto it = from_file.find(k.name); it != from_file.end()) {
+      v.text = it->second.first;
+      v.source = Source::kFile;
+      v.origin = at(cfg.file, it->second.second);
+    }
+    cfg.values.push_back(std::move(v));
+  }
+
+  for (const auto& v : cfg.values) {
+    if (v.key == "eal_args") {
+      auto args = str::split_args(v.text);
+      if (!args) return bad(v, "unterminated quote");
+      cfg.eal_args = std::move(*args);
+    } else if (v.key == "ports") {
+      cfg.ports = str::split(v.text, ';');
+      for (const auto& p : cfg.ports)
+        if (p.find_first_of(" \t") != std::string::npos)
+          return bad(v, "port '" + p + "' contains a blank");
+    } else if (v.key == "ipv4") {
+      for (const auto& a : str::split(v.text, ';')) {
+        if (a == "auto") {
+          cfg.ipv4.emplace_back(std::nullopt);
+          continue;
+        }
+        auto p = parse_ipv4_prefix(a);
+        if (!p)
+          return bad(v, "'" + a + "' is not 'auto' or an IPv4 address/prefix like 10.0.0.1/24");
+        cfg.ipv4.emplace_back(*p);
+      }
+    } else if (v.key == "lcores") {
+      auto l = str::parse_cpu_list(v.text, 1024);
+      if (!l) return bad(v, "not a CPU list such as 1,2-3 (ids below 1024, no repeats)");
+      cfg.lcores = std::move(*l);
+    } else if (v.key == "mbufs") {
+      auto n = int_in_range(v, 63, 1 << 24);
+      if (!n) return n.error();
+      cfg.mbufs = static_cast<uint32_t>(*n);
+    } else if (v.key == "rx_depth" || v.key == "tx_depth") {
+      auto n = int_in_range(v, 16, 32768);
+      if (!n) return n.error();
+      (v.key == "rx_depth" ? cfg.rx_depth : cfg.tx_depth) = static_cast<uint16_t>(*n);
+    } else if (v.key == "spin_us") {
+      auto n = int_in_range(v, INT32_MIN, 60'000'000);
+      if (!n) return n.error();
+      cfg.spin_us = *n;
+    }
+  }
+  // Trailing 'auto' entries beyond the ports are harmless (the default is one 'auto').
+  while (cfg.ipv4.size() > cfg.ports.size() && !cfg.ipv4.back()) cfg.ipv4.pop_back();
+  if (cfg.ipv4.size() > cfg.ports.size())
+    return bad(*cfg.find("ipv4"), "more addresses (" + std::to_string(cfg.ipv4.size()) +
+                                      ") than ports (" + std::to_string(cfg.ports.size()) + ")");
+  cfg.ipv4.resize(cfg.ports.size(), std::nullopt);
+  return cfg;
+}
+
+}  // namespace dpfab::config

@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// Runtime configuration. Every setting has a built-in default (equal to the shipped
+// config/dpfab.conf), may be set in an INI file ([dpdk] section, read with DPDK's rte_cfgfile), and
+// may be overridden by an FI_DPDK_<KEY> environment variable: default < file < environment.
+// The libfabric plugin declares each key with fi_param_define so `fi_info -e` lists them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "result.h"
+
+namespace dpfab::config {
+
+/// One configuration key. `name` is lower case in the file and upper case after FI_DPDK_.
+struct KeyInfo {
+  const char* name;
+  const char* default_value;
+  const char* help;
+};
+
+/// Every key, in the order dpfab-info and fi_info -e show them. "config" is environment-only.
+std::span<const KeyInfo> keys() noexcept;
+
+enum class Source { kDefault, kFile, kEnvironment };
+const char* source_name(Source s) noexcept;
+
+/// An effective value and where it came from ("default", "<file>:<line>", "FI_DPDK_<KEY>").
+struct Value {
+  std::string key;
+  std::string text;
+  Source source = Source::kDefault;
+  std::string origin;
+};
+
+struct Ipv4Prefix {
+  uint32_t addr = 0;  ///< host byte order
+  uint8_t prefix_len = 0;
+};
+
+struct Config {
+  std::string file;                             ///< the file read, empty when none
+  std::vector<std::string> eal_args;            ///< extra EAL arguments, already split
+  std::vector<std::string> ports;               ///< vdev specs ("net_ring0,...") or PCI addresses
+  std::vector<std::optional<Ipv4Prefix>> ipv4;  ///< one per port; nullopt = automatic
+  std::vector<unsigned> lcores;                 ///< worker lcore CPUs; empty = manual progress only
+  uint32_t mbufs = 0;
+  uint16_t rx_depth = 0;
+  uint16_t tx_depth = 0;
+  int64_t spin_us = 0;        ///< 0 = never spin, < 0 = never park
+  std::vector<Value> values;  ///< effective text of every key, in keys() order
+
+  const Value* find(std::string_view key) const noexcept;
+};
+
+/// Returns the value of FI_DPDK_<KEY> for a key, or nullopt when unset.
+using EnvLookup = std::function<std::optional<std::string>(const KeyInfo&)>;
+
+/// Reads the environment with getenv().
+std::optional<std::string> getenv_lookup(const KeyInfo& key);
+
+/// Loads the configuration: the file named by FI_DPDK_CONFIG (which must exist), else
+/// `default_file` when it exists, then the environment.
+/// @return -FI_EINVAL with a message naming the file, line and key (or the variable) for a
+///         malformed file or value; -FI_ENOENT when FI_DPDK_CONFIG names a missing file.
+Result<Config> load(const EnvLookup& env = getenv_lookup,
+                    const std::string& default_file = std::string());
+
+/// Parses "a.b.c.d/len" (len 1..32); nullopt on anything else.
+std::optional<Ipv4Prefix> parse_ipv4_prefix(std::string_view s) noexcept;
+std::string format_ipv4(uint32_t addr_host_order);
+
+}  // namespace dpfab::config

@@ -1,0 +1,340 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "port.h"
+
+#include <rdma/fi_errno.h>
+#include <rte_dev.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_log.h>
+#include <rte_mbuf.h>
+#include <rte_mbuf_pool_ops.h>
+#include <rte_mempool.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <random>
+
+#include "common/log.h"
+#include "common/strings.h"
+#include "eal/eal_args.h"
+
+namespace dpfab::port {
+namespace {
+
+// Process-lifetime state, never destroyed: libfabric calls our cleanup from its own destructor
+// (fi_fini), after this library's static destructors would have run.
+struct Registry {
+  std::mutex mutex;
+  std::vector<std::unique_ptr<Port>> ports;
+  bool opened = false;
+};
+Registry& registry() {
+  static Registry* r = new Registry();
+  return *r;
+}
+
+std::string err_text(int err) { return rte_strerror(err < 0 ? -err : err); }
+
+// Splits "net_memif0,role=auto,socket=/x" into the device name and its devargs.
+std::pair<std::string, std::string> split_spec(const std::string& spec) {
+  auto comma = spec.find(',');
+  if (comma == std::string::npos) return {spec, ""};
+  return {spec.substr(0, comma), spec.substr(comma + 1)};
+}
+
+std::string get_arg(const std::string& args, const std::string& key) {
+  for (const auto& kv : str::split(args, ',')) {
+    auto eq = kv.find('=');
+    if (kv.substr(0, eq) == key) return eq == std::string::npos ? "" : kv.substr(eq + 1);
+  }
+  return {};
+}
+
+std::string set_arg(const std::string& args, const std::string& key, const std::string& value) {
+  std::string out;
+  bool done = false;
+  for (const auto& kv : str::split(args, ',')) {
+    std::string piece = kv;
+    if (kv.substr(0, kv.find('=')) == key) piece = key + "=" + value, done = true;
+    out += (out.empty() ? "" : ",") + piece;
+  }
+  if (!done) out += (out.empty() ? "" : ",") + key + "=" + value;
+  return out;
+}
+
+// A socket file left behind by a dead memif server makes our server's bind fail and a client
+// wait forever: remove it when nobody accepts on it.
+void remove_stale_socket(const std::string& path) {
+  if (path.empty() || access(path.c_str(), F_OK) != 0) return;
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+  if (fd < 0) return;
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::strncpy(sa.sun_path, path.c_str(), sizeof(sa.sun_path) - 1);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 && errno == ECONNREFUSED) {
+    DPFAB_INFO(FI_LOG_CORE, "removing stale memif socket %s", path.c_str());
+    unlink(path.c_str());
+  }
+  close(fd);
+}
+
+// Creates a vdev. memif gets two conveniences: role=auto (server when the socket is free, client
+// when another process serves it), and a random locally administered MAC when none is given, so
+// two processes on one box do not share memif's fixed default MAC.
+Result<std::string> create_vdev(const std::string& spec) {
+  auto [name, args] = split_spec(spec);
+  std::vector<std::string> attempts;
+  if (name.rfind("net_memif", 0) == 0) {
+    if (get_arg(args, "mac").empty()) {
+      std::random_device rd;
+      char mac[32];
+      std::snprintf(mac, sizeof(mac), "02:64:70:%02x:%02x:%02x", rd() & 0xff, rd() & 0xff,
+                    rd() & 0xff);
+      args = set_arg(args, "mac", mac);
+    }
+    if (get_arg(args, "role") == "auto") {
+      if (get_arg(args, "socket-abstract") == "no") remove_stale_socket(get_arg(args, "socket"));
+      attempts = {set_arg(args, "role", "server"), set_arg(args, "role", "client")};
+    }
+  }
+  if (attempts.empty()) attempts = {args};
+  int ret = 0;
+  for (const auto& a : attempts) {
+    // rte_dev_probe finds the vdev bus from the driver name; no link to the vdev bus library.
+    std::string devargs = name + (a.empty() ? "" : "," + a);
+    ret = rte_dev_probe(devargs.c_str());
+    if (ret == 0) return devargs;
+    DPFAB_DBG(FI_LOG_CORE, "rte_dev_probe(%s): %s", devargs.c_str(), err_text(ret).c_str());
+  }
+  return make_error(ret == -EINVAL ? -FI_EINVAL : -FI_ENODEV,
+                    "port '" + spec + "': cannot create the device: " + err_text(ret));
+}
+
+// The port's mempool. Without hugepages nothing DMAs from these mbufs (virtual devices copy), so
+// objects may straddle 4 KiB pages: about 2.3 KiB per mbuf instead of a whole page each (measured:
+// 4095 mbufs cost 16 MiB resident the default way). With hugepages, the default pool.
+rte_mempool* make_pool(const char* name, unsigned n, unsigned cache, int socket) {
+  if (rte_eal_has_hugepages())
+    return rte_pktmbuf_pool_create(name, n, cache, 0, RTE_MBUF_DEFAULT_BUF_SIZE, socket);
+  rte_pktmbuf_pool_private priv{};
+  priv.mbuf_data_room_size = RTE_MBUF_DEFAULT_BUF_SIZE;
+  priv.mbuf_priv_size = 0;
+  rte_mempool* mp =
+      rte_mempool_create_empty(name, n, sizeof(rte_mbuf) + RTE_MBUF_DEFAULT_BUF_SIZE, cache,
+                               sizeof(priv), socket, RTE_MEMPOOL_F_NO_IOVA_CONTIG);
+  if (!mp) return nullptr;
+  if (rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), nullptr) != 0) {
+    rte_mempool_free(mp);
+    return nullptr;
+  }
+  rte_pktmbuf_pool_init(mp, &priv);
+  if (rte_mempool_populate_default(mp) < 0) {
+    rte_mempool_free(mp);
+    return nullptr;
+  }
+  rte_mempool_obj_iter(mp, rte_pktmbuf_init, nullptr);
+  return mp;
+}
+
+// Some vdevs (net_ring) report an all-zero MAC; give them a random locally administered one so
+// that fabric addresses differ. A PMD that cannot take it (net_ring) does not filter by MAC
+// either, so the frames we send carry the new MAC all the same.
+void ensure_mac(uint16_t port_id, rte_ether_addr* mac) {
+  if (rte_is_valid_assigned_ether_addr(mac)) return;
+  rte_eth_random_addr(mac->addr_bytes);
+  rte_eth_dev_default_mac_addr_set(port_id, mac);
+}
+
+// Asks the PMD whether queue 0 can wake a sleeper. rte_eth_dev_rx_intr_ctl_q_get_fd logs an
+// error for PMDs without an interrupt handle: silence ethdev while asking.
+RxInterrupt probe_rx_interrupt(uint16_t port_id) {
+  int type = rte_log_register("lib.ethdev");
+  int saved = type >= 0 ? rte_log_get_level(type) : -1;
+  if (type >= 0) rte_log_set_level(type, RTE_LOG_CRIT);
+  RxInterrupt r = RxInterrupt::kNone;
+  int fd = rte_eth_dev_rx_intr_ctl_q_get_fd(port_id, 0);
+  if (rte_eth_dev_rx_intr_enable(port_id, 0) == 0) {
+    r = RxInterrupt::kEnable;
+    rte_eth_dev_rx_intr_disable(port_id, 0);  // armed only when a sleeper needs it
+  } else if (fd >= 0) {
+    r = RxInterrupt::kFdOnly;
+  }
+  if (saved >= 0) rte_log_set_level(type, static_cast<uint32_t>(saved));
+  return r;
+}
+
+uint32_t auto_ipv4(const rte_ether_addr& mac) {
+  // 169.254.1.0 - 169.254.254.255 (RFC 3927), from the MAC's last two bytes.
+  return (169u << 24) | (254u << 16) | ((1u + mac.addr_bytes[4] % 254u) << 8) | mac.addr_bytes[5];
+}
+
+}  // namespace
+
+const char* rx_interrupt_name(RxInterrupt r) noexcept {
+  switch (r) {
+    case RxInterrupt::kNone:
+      return "none (polled while idle)";
+    case RxInterrupt::kEnable:
+      return "yes";
+    case RxInterrupt::kFdOnly:
+      return "queue fd only (no enable)";
+  }
+  return "?";
+}
+
+std::string format_mac(const rte_ether_addr& mac) {
+  char buf[RTE_ETHER_ADDR_FMT_SIZE];
+  rte_ether_format_addr(buf, sizeof(buf), &mac);
+  return buf;
+}
+
+Port::~Port() {
+  if (started_) rte_eth_dev_stop(info_.port_id);
+  if (info_.created) {
+    rte_eth_dev_close(info_.port_id);
+    rte_eal_hotplug_remove("vdev", info_.name.c_str());
+  }
+  if (pool_) rte_mempool_free(pool_);
+}
+
+void Port::refresh_link() noexcept {
+  rte_eth_link link{};
+  if (rte_eth_link_get_nowait(info_.port_id, &link) == 0) {
+    info_.link_up = link.link_status == RTE_ETH_LINK_UP;
+    info_.link_speed_mbps = link.link_speed;
+  }
+}
+
+Result<std::unique_ptr<Port>> Port::open(const std::string& spec,
+                                         const std::optional<config::Ipv4Prefix>& ipv4,
+                                         const config::Config& cfg) {
+  std::unique_ptr<Port> p(new Port());
+  Info& in = p->info_;
+  in.spec = spec;
+  auto [name, args] = split_spec(spec);
+  uint16_t port_id = 0;
+
+  if (eal::is_pci_address(spec)) {
+    // PCI devices are probed by EAL (-a <addr>); find the port it made.
+    if (rte_eth_dev_get_port_by_name(name.c_str(), &port_id) != 0)
+      return make_error(-FI_ENODEV, "port '" + spec +
+                                        "': no ethdev for this PCI address (is it bound to "
+                                        "vfio-pci and allowed with -a?)");
+  } else if (rte_eth_dev_get_port_by_name(name.c_str(), &port_id) == 0) {
+    // The application (which owns EAL) created it already: use it as it is.
+    DPFAB_INFO(FI_LOG_CORE, "port %s exists already: using it", name.c_str());
+  } else {
+    auto made = create_vdev(spec);
+    if (!made) return made.error();
+    in.spec = *made;
+    in.created = true;
+    if (rte_eth_dev_get_port_by_name(name.c_str(), &port_id) != 0)
+      return make_error(-FI_ENODEV, "port '" + spec + "': created, but no ethdev port appeared");
+  }
+  in.port_id = port_id;
+  in.name = name;
+
+  rte_eth_dev_info dev{};
+  if (int r = rte_eth_dev_info_get(port_id, &dev); r != 0)
+    return make_error(-FI_EIO, "port '" + name + "': rte_eth_dev_info_get: " + err_text(r));
+  in.driver = dev.driver_name ? dev.driver_name : "?";
+  in.max_rx_queues = dev.max_rx_queues;
+  in.max_tx_queues = dev.max_tx_queues;
+  in.rx_offloads = dev.rx_offload_capa;
+  in.tx_offloads = dev.tx_offload_capa;
+  in.socket_id = rte_eth_dev_socket_id(port_id);
+  if (in.socket_id < 0) in.socket_id = 0;
+
+  if (!in.created) {
+    // A port the application owns: report it, do not reconfigure it under its feet.
+    rte_eth_macaddr_get(port_id, &in.mac);
+    p->refresh_link();
+  } else {
+    char pool_name[RTE_MEMPOOL_NAMESIZE];
+    std::snprintf(pool_name, sizeof(pool_name), "dpfab_mp_%u", port_id);
+    unsigned cache = std::min<unsigned>(RTE_MEMPOOL_CACHE_MAX_SIZE, cfg.mbufs / 8);
+    p->pool_ = make_pool(pool_name, cfg.mbufs, cache, in.socket_id);
+    if (!p->pool_)
+      return make_error(
+          -FI_ENOMEM, "port '" + name + "': cannot allocate " + std::to_string(cfg.mbufs) +
+                          " mbufs: " + err_text(rte_errno) + " (lower FI_DPDK_MBUFS or raise -m)");
+
+    in.rx_queues = 1;
+    in.tx_queues = 1;
+    in.rx_desc = cfg.rx_depth;
+    in.tx_desc = cfg.tx_depth;
+    // Ask for rx interrupts; PMDs without them refuse at configure or start, then retry without.
+    int ret = -1;
+    for (int want_intr = 1; want_intr >= 0 && ret != 0; --want_intr) {
+      rte_eth_conf conf{};
+      conf.intr_conf.rxq = want_intr;
+      ret = rte_eth_dev_configure(port_id, in.rx_queues, in.tx_queues, &conf);
+      if (ret == 0) ret = rte_eth_dev_adjust_nb_rx_tx_desc(port_id, &in.rx_desc, &in.tx_desc);
+      if (ret == 0)
+        ret = rte_eth_rx_queue_setup(port_id, 0, in.rx_desc, in.socket_id, nullptr, p->pool_);
+      if (ret == 0) ret = rte_eth_tx_queue_setup(port_id, 0, in.tx_desc, in.socket_id, nullptr);
+      if (ret == 0) ret = rte_eth_dev_start(port_id);
+      if (ret != 0) {
+        DPFAB_DBG(FI_LOG_CORE, "port %s: start with rxq interrupts=%d: %s", name.c_str(), want_intr,
+                  err_text(ret).c_str());
+        rte_eth_dev_stop(port_id);
+      }
+    }
+    if (ret != 0)
+      return make_error(-FI_EIO, "port '" + name + "': configure/start failed: " + err_text(ret));
+    p->started_ = true;
+    rte_eth_macaddr_get(port_id, &in.mac);
+    ensure_mac(port_id, &in.mac);
+    in.rx_interrupt = probe_rx_interrupt(port_id);
+    p->refresh_link();
+  }
+  rte_eth_dev_get_mtu(port_id, &in.mtu);
+  if (ipv4) {
+    in.ipv4 = ipv4->addr;
+    in.ipv4_prefix = ipv4->prefix_len;
+  } else {
+    in.ipv4 = auto_ipv4(in.mac);
+    in.ipv4_prefix = 16;
+    in.ipv4_auto = true;
+  }
+  return p;
+}
+
+Result<const std::vector<std::unique_ptr<Port>>*> open_all(const config::Config& cfg) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  if (r.opened) return &r.ports;
+  std::vector<std::unique_ptr<Port>> opened;
+  for (size_t i = 0; i < cfg.ports.size(); ++i) {
+    auto p = Port::open(cfg.ports[i], cfg.ipv4[i], cfg);
+    if (!p) {
+      DPFAB_WARN(FI_LOG_CORE, "%s", p.error().message.c_str());
+      return p.error();  // `opened` releases the ports made so far
+    }
+    DPFAB_INFO(FI_LOG_CORE, "port %u %s (%s) mac %s ipv4 %s/%u link %s", p.value()->info().port_id,
+               p.value()->info().name.c_str(), p.value()->info().driver.c_str(),
+               format_mac(p.value()->info().mac).c_str(),
+               config::format_ipv4(p.value()->info().ipv4).c_str(), p.value()->info().ipv4_prefix,
+               p.value()->info().link_up ? "up" : "down");
+    opened.push_back(std::move(p.value()));
+  }
+  r.ports = std::move(opened);
+  r.opened = true;
+  return &r.ports;
+}
+
+const std::vector<std::unique_ptr<Port>>& ports() noexcept { return registry().ports; }
+
+void close_all() noexcept {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  r.ports.clear();
+  r.opened = false;
+}
+
+}  // namespace dpfab::port

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// Ports: the rte_ethdev devices the provider moves frames through, one per FI_DPDK_PORTS entry
+// (a vdev spec or a PCI address). open_all() creates or finds each device, gives it a mempool,
+// configures and starts it, and reads what later layers need: MAC, IPv4, link, queue counts and
+// whether the PMD can wake a sleeper with an rx interrupt.
+//
+// Ports live for the process lifetime once opened (EAL cannot be restarted); close_all() stops and
+// releases the ones dpfab created, at provider cleanup.
+#pragma once
+
+#include <rte_ether.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/result.h"
+
+struct rte_mempool;
+
+namespace dpfab::port {
+
+/// How a port's receive queue can wake a sleeping thread.
+enum class RxInterrupt {
+  kNone,    ///< no rx interrupt: the wakeup thread must poll it
+  kEnable,  ///< rte_eth_dev_rx_intr_enable works and the queue has an event fd
+  kFdOnly,  ///< enable is not supported, but the queue fd itself becomes readable (net_tap)
+};
+const char* rx_interrupt_name(RxInterrupt r) noexcept;
+
+struct Info {
+  std::string spec;    ///< as configured (memif role=auto resolved)
+  std::string name;    ///< rte_eth_dev_get_name_by_port
+  std::string driver;  ///< dev_info.driver_name
+  uint16_t port_id = 0;
+  int socket_id = 0;
+  rte_ether_addr mac{};
+  uint32_t ipv4 = 0;  ///< host byte order
+  uint8_t ipv4_prefix = 0;
+  bool ipv4_auto = false;
+  bool link_up = false;
+  uint32_t link_speed_mbps = 0;
+  uint16_t rx_queues = 0, tx_queues = 0;          ///< configured
+  uint16_t max_rx_queues = 0, max_tx_queues = 0;  ///< what the device allows
+  uint16_t rx_desc = 0, tx_desc = 0;              ///< after adjustment to the device's limits
+  uint16_t mtu = 0;
+  uint64_t rx_offloads = 0, tx_offloads = 0;  ///< capabilities
+  RxInterrupt rx_interrupt = RxInterrupt::kNone;
+  bool created = false;  ///< dpfab created the device (false: the application had it)
+};
+
+class Port {
+ public:
+  ~Port();
+  Port(const Port&) = delete;
+  Port& operator=(const Port&) = delete;
+
+  const Info& info() const noexcept { return info_; }
+  rte_mempool* mempool() const noexcept { return pool_; }
+  /// Re-reads the link state without waiting.
+  void refresh_link() noexcept;
+
+  /// Opens one port. @return -FI_ENODEV when the device cannot be created or found, -FI_EINVAL
+  /// for a spec DPDK rejects, -FI_ENOMEM when the mempool cannot be allocated, -FI_EIO when the
+  /// device refuses configuration or start; the message names the port.
+  static Result<std::unique_ptr<Port>> open(const std::string& spec,
+                                            const std::optional<config::Ipv4Prefix>& ipv4,
+                                            const config::Config& cfg);
+
+ private:
+  Port() = default;
+  Info info_;
+  rte_mempool* pool_ = nullptr;
+  bool started_ = false;
+};
+
+/// Opens every configured port once per process (thread-safe; later calls return the first
+/// call's ports or error). EAL must have been started.
+Result<const std::vector<std::unique_ptr<Port>>*> open_all(const config::Config& cfg);
+
+/// The ports opened by open_all (empty before).
+const std::vector<std::unique_ptr<Port>>& ports() noexcept;
+
+/// Stops and releases the ports dpfab created. Ports cannot be used afterwards; a later open_all
+/// opens them again.
+void close_all() noexcept;
+
+/// Formats a MAC as aa:bb:cc:dd:ee:ff.
+std::string format_mac(const rte_ether_addr& mac);
+
+}  // namespace dpfab::port

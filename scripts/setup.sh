@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+#
+# Installs every build and test dependency from Debian 12's apt packages, by name. Idempotent and
+# quick when everything is present (no apt-get update unless something is missing).
+set -euo pipefail
+
+packages=(
+  build-essential meson ninja-build pkg-config
+  libdpdk-dev dpdk                   # DPDK 22.11: headers, PMDs, dpdk-testpmd, dpdk-telemetry.py
+  libfabric-dev libfabric-bin        # libfabric 1.17 core, fi_info, fi_pingpong
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libnuma-dev
+  iproute2                           # ip netns / veth for multi-host tests
+  clang-format                       # the format check
+  clang libclang-rt-14-dev           # ThreadSanitizer builds and libFuzzer targets
+  spin                               # the Promela model of the arm/trywait protocol
+  python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+echo "setup: installing ${missing[*]}"
+SUDO=
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

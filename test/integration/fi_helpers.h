@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// Helpers for tests that go through the real libfabric core (FI_PROVIDER_PATH points at the
+// plugin in the build tree; meson sets it).
+#pragma once
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_errno.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dpfab::test {
+
+struct InfoDeleter {
+  void operator()(fi_info* i) const { fi_freeinfo(i); }
+};
+using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
+
+/// Hints that choose the dpdk provider (this is what makes the provider start EAL in getinfo).
+inline InfoPtr dpdk_hints() {
+  InfoPtr h(fi_allocinfo());
+  h->fabric_attr->prov_name = strdup("dpdk");
+  return h;
+}
+
+inline int getinfo(const fi_info* hints, InfoPtr* out, const char* node = nullptr,
+                   const char* service = nullptr, uint64_t flags = 0,
+                   uint32_t version = FI_VERSION(1, 17)) {
+  fi_info* info = nullptr;
+  int ret = fi_getinfo(version, node, service, flags, hints, &info);
+  out->reset(info);
+  return ret;
+}
+
+/// The entries of the dpdk provider itself. With hints that name "dpdk" the core also returns
+/// utility providers layered on us ("dpdk;ofi_rxd" RDM over our DGRAM); those are the core's.
+inline std::vector<fi_info*> as_list(fi_info* head) {
+  std::vector<fi_info*> v;
+  for (; head; head = head->next)
+    if (head->fabric_attr->prov_name && std::strcmp(head->fabric_attr->prov_name, "dpdk") == 0)
+      v.push_back(head);
+  return v;
+}
+
+/// The first entry of the dpdk provider itself (nullptr when none).
+inline fi_info* first_dpdk(fi_info* head) {
+  auto v = as_list(head);
+  return v.empty() ? nullptr : v.front();
+}
+
+/// Whether any entry is the dpdk provider's own.
+inline bool has_dpdk_entry(fi_info* head) { return !as_list(head).empty(); }
+
+/// The port names the test environment configured (FI_DPDK_PORTS, else the default memif port).
+inline std::vector<std::string> expected_ports() {
+  const char* env = std::getenv("FI_DPDK_PORTS");
+  std::string s = env ? env : "net_memif0";
+  std::vector<std::string> names;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(';', start);
+    if (end == std::string::npos) end = s.size();
+    std::string piece = s.substr(start, end - start);
+    piece = piece.substr(0, piece.find(','));
+    if (!piece.empty()) names.push_back(piece);
+    start = end + 1;
+  }
+  return names;
+}
+
+}  // namespace dpfab::test
