@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "common/result.h"
 #include "port/port.h"
+#include "wait/waitable.h"
 
 namespace dpfab::ofi {
 
@@ -86,17 +87,70 @@ struct Fabric {
   const config::Config* cfg = nullptr;
 };
 
+/// The domain's manual-progress step (run inline by fi_cq_read, sread, fi_poll, fi_trywait, ...).
+/// The data path (endpoints polling the port) plugs in here; until then there is nothing to poll.
+class DomainProgress final : public wait::ProgressSource {
+ public:
+  size_t progress() noexcept override { return 0; }
+};
+
 struct Domain {
   fid_domain fid{};
   Fabric* fabric = nullptr;
   port::Port* port = nullptr;
   fi_info* info = nullptr;   ///< a copy of the info it was opened with
-  std::atomic<int> refs{0};  ///< open endpoints, CQs, counters, AVs
+  std::atomic<int> refs{0};  ///< open endpoints, CQs, counters, AVs, poll sets
+  DomainProgress progress;
 };
+
+/// The API version the application opened the fabric with (fid_fabric.api_version, set by the
+/// libfabric core); error-data rules differ below 1.5.
+inline uint32_t api_version(const Fabric* f) noexcept { return f->fid.api_version; }
 
 int fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context) noexcept;
 int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain, void* context) noexcept;
 int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context) noexcept;
+
+// ---- waitable objects: CQ (cq.cc), EQ (eq.cc), counter (cntr.cc) ---------------------------
+
+int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq, void* context) noexcept;
+int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr, void* context) noexcept;
+int eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** eq, void* context) noexcept;
+
+/// What wait sets, poll sets, fi_trywait and the worker need to know of a waitable fid.
+struct WaitInfo {
+  wait::Waitable* waitable = nullptr;
+  fi_wait_obj wait_obj = FI_WAIT_NONE;  ///< as opened (FI_WAIT_UNSPEC resolved to what we use)
+  fid_wait* wait_set = nullptr;         ///< with FI_WAIT_SET: the set it belongs to
+};
+/// Each returns -FI_EINVAL when `f` is not of its class. Defined next to each object.
+int cq_wait_info(fid* f, WaitInfo* out) noexcept;
+int eq_wait_info(fid* f, WaitInfo* out) noexcept;
+int cntr_wait_info(fid* f, WaitInfo* out) noexcept;
+/// Dispatches on f->fclass (FI_CLASS_CQ/EQ/CNTR). -FI_EINVAL for anything else.
+int wait_info(fid* f, WaitInfo* out) noexcept;
+
+// ---- wait sets and poll sets (wait.cc, poll.cc) -------------------------------------------
+
+int wait_open(fid_fabric* fabric, fi_wait_attr* attr, fid_wait** waitset) noexcept;
+int poll_open(fid_domain* domain, fi_poll_attr* attr, fid_poll** pollset) noexcept;
+int trywait(fid_fabric* fabric, fid** fids, int count) noexcept;
+
+/// An object opened with wait_obj FI_WAIT_SET joins the set here (with its fid's context) and
+/// leaves it with waitset_leave before it is destroyed. waitset_join fails with -FI_EINVAL when
+/// `ws` is null or not a wait set.
+int waitset_join(fid_wait* ws, wait::Waitable* member, void* context) noexcept;
+int waitset_leave(fid_wait* ws, wait::Waitable* member) noexcept;
+/// Whether members of this wait set need an eventfd of their own (FI_WAIT_POLLFD sets).
+bool waitset_members_need_fd(fid_wait* ws) noexcept;
+
+/// Creates the Signal for a CQ/EQ/counter opened with `wait_obj` (nullptr for FI_WAIT_NONE, and
+/// for FI_WAIT_SET unless the set needs members' own fds). -FI_EINVAL for an unknown wait_obj or
+/// FI_WAIT_SET without a wait set. `resolved` receives what FI_WAIT_UNSPEC became (FI_WAIT_FD).
+Result<std::unique_ptr<wait::Signal>> make_signal(fi_wait_obj wait_obj, fid_wait* wait_set,
+                                                  fi_wait_obj* resolved);
+/// FI_GETWAIT / FI_GETWAITOBJ for a waitable fid opened with `wait_obj` (fi_control).
+int control_wait(const wait::Waitable& w, fi_wait_obj wait_obj, int command, void* arg) noexcept;
 
 template <typename T>
 T* container_of_fid(fid* f) noexcept {

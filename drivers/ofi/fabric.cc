@@ -30,9 +30,9 @@ fi_ops_fabric g_fabric_ops = {
     .size = sizeof(fi_ops_fabric),
     .domain = domain_open,
     .passive_ep = enosys<decltype(fi_ops_fabric::passive_ep)>,
-    .eq_open = enosys<decltype(fi_ops_fabric::eq_open)>,
-    .wait_open = enosys<decltype(fi_ops_fabric::wait_open)>,
-    .trywait = enosys<decltype(fi_ops_fabric::trywait)>,
+    .eq_open = eq_open,
+    .wait_open = wait_open,
+    .trywait = trywait,
     .domain2 = enosys<decltype(fi_ops_fabric::domain2)>,
 };
 

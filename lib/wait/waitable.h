@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// Waitable: the arm/trywait protocol shared by every object a thread can block on (CQ, EQ,
+// counter) and the hooks that let wait sets and poll sets aggregate them.
+//
+// ---- The protocol ------------------------------------------------------------------------------
+//
+// A waitable has a queue (or a value) that producers change, an `armed_` flag, and optionally its
+// own Signal. Busy-polling costs no syscall and no shared write; each sleep costs at most one
+// signal raise.
+//
+//   producer (notify, after publishing an event; any thread, the progress lcore included):
+//     P1  publish the event (ring enqueue, counter add, ...)
+//     P2  atomic_thread_fence(seq_cst)
+//     P3  if (armed_ && armed_.exchange(false)) signal->raise()
+//     P4  for each wait/poll set subscription: push it on the set's ready list, set-level P2-P3
+//
+//   consumer (try_arm(pred), i.e. fi_trywait / worker arm; then block on the signal):
+//     C1  signal->drain()                   -- before the check, never after
+//     C2  armed_.store(true, seq_cst)
+//     C3  if (pred()) { armed_ = false; return -FI_EAGAIN; }   -- "busy: read first"
+//     C4  return FI_SUCCESS                 -- blocking on the signal is now safe
+//
+// Why no wakeup is lost. Take any event published at P1 and a consumer that returned FI_SUCCESS
+// at C4 and blocks. C2 and P2 are both sequentially consistent, so one comes first in their single
+// total order:
+//   - P2 before C2: then P1 happens-before C3, the check sees the event, and C3 returns EAGAIN
+//     (the consumer did not block);
+//   - C2 before P2: then P3 reads armed_ == true (no other writer can have cleared it except a
+//     producer that raised, or the consumer's own C3 which did not run), exchanges it to false
+//     and raises the signal. The raise comes after C1's drain, so the signal stays raised and
+//     the consumer's block returns.
+// A drain after the check (C1 after C3) would erase a raise that happened in between: the model
+// in test/model/arm_trywait.pml finds that lost wakeup, and the one without either fence.
+// P3 reads armed_ relaxed first so that the common case (nobody asleep) writes nothing; the
+// exchange (a locked RMW) is only done when a consumer is armed.
+//
+// The predicate is the condition the waiter will test after waking (queue non-empty, counter at
+// its threshold, ...). Every change that can make it true is followed by notify().
+#pragma once
+
+#include <rdma/fi_errno.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "common/result.h"
+#include "wait/deadline.h"
+#include "wait/signal.h"
+
+namespace dpfab::wait {
+
+/// Something that can make progress: a domain polling its ports under manual progress.
+class ProgressSource {
+ public:
+  virtual ~ProgressSource() = default;
+  /// One poll step; returns how many events it produced.
+  virtual size_t progress() noexcept = 0;
+};
+
+class Aggregator;
+class Waitable;
+
+/// One membership of a waitable in a wait set or poll set. Owned by the aggregator.
+struct Subscription {
+  Aggregator* agg = nullptr;
+  Waitable* member = nullptr;
+  void* context = nullptr;          ///< reported by fi_poll: the member fid's context
+  std::atomic<bool> queued{false};  ///< on the aggregator's ready list (or its active set)
+  Subscription* next = nullptr;     ///< ready-list link, written by the pushing producer
+};
+
+/// Outcome of a blocking wait.
+enum class WaitStatus : uint8_t {
+  kReady,        ///< the predicate is true
+  kTimeout,      ///< the deadline passed first
+  kInterrupted,  ///< interrupt() (fi_cq_signal, worker signal) or a POSIX signal (EINTR)
+};
+
+class Waitable {
+ public:
+  static constexpr int kMaxSubscriptions = 16;
+
+  /// `signal` may be null: FI_WAIT_NONE, or membership in a wait set that signals for us.
+  explicit Waitable(std::unique_ptr<Signal> signal) noexcept : signal_(std::move(signal)) {}
+  virtual ~Waitable();
+  Waitable(const Waitable&) = delete;
+  Waitable& operator=(const Waitable&) = delete;
+
+  // ---- what the event object supplies ----
+
+  /// True while the consumer has something to read (CQ/EQ non-empty, counter changed since it was
+  /// last read). Any thread; must not block. Used by fi_trywait and wait sets.
+  virtual bool ready() const noexcept = 0;
+  /// fi_poll's notion of "has events" (counters: changed since the last fi_poll/set/add).
+  virtual bool poll_pending() const noexcept { return ready(); }
+  /// Called when fi_poll reported this member (counters take their poll snapshot here).
+  virtual void polled() noexcept {}
+
+  // ---- producer side ----
+
+  /// Tells sleepers that an event was published. Call after every change that can make a
+  /// consumer's predicate true. No syscall unless a consumer is armed. Any thread.
+  void notify() noexcept {
+    // P2: orders the caller's publication before the armed_ load; pairs with the seq_cst store of
+    // armed_ in try_arm (store-buffering: one of the two sides sees the other).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (armed_.load(std::memory_order_relaxed) &&
+        armed_.exchange(false, std::memory_order_acq_rel) && signal_)
+      signal_->raise();
+    if (nsubs_.load(std::memory_order_relaxed) != 0) notify_subscribers();
+  }
+
+  // ---- consumer side ----
+
+  /// The arm step of fi_trywait / worker arm for predicate `pred` (see the protocol above).
+  /// @return FI_SUCCESS when blocking on signal() is safe; -FI_EAGAIN when pred() holds.
+  template <typename Pred>
+  int try_arm(Pred&& pred) noexcept {
+    if (signal_) signal_->drain();                  // C1
+    armed_.store(true, std::memory_order_seq_cst);  // C2: pairs with the fence in notify()
+    if (pred()) {                                   // C3
+      armed_.store(false, std::memory_order_relaxed);
+      return -FI_EAGAIN;
+    }
+    return FI_SUCCESS;  // C4
+  }
+  int try_arm() noexcept {
+    return try_arm([this] { return ready(); });
+  }
+  /// Clears a stale arm (after a timeout). Harmless if a producer clears it concurrently.
+  void disarm() noexcept { armed_.store(false, std::memory_order_relaxed); }
+  bool armed() const noexcept { return armed_.load(std::memory_order_relaxed); }
+
+  /// Blocks until `pred()` holds, `d` passes, or interrupt() is called, running one progress step
+  /// per round (manual progress). Requires an own signal (not FI_WAIT_NONE / FI_WAIT_SET).
+  template <typename Pred>
+  WaitStatus wait(Pred&& pred, const Deadline& d) noexcept {
+    const uint64_t seq = interrupts_.load(std::memory_order_acquire);
+    for (;;) {
+      progress_once();
+      if (pred()) return WaitStatus::kReady;
+      if (interrupts_.load(std::memory_order_acquire) != seq) return WaitStatus::kInterrupted;
+      if (d.expired()) return WaitStatus::kTimeout;
+      if (try_arm(pred) != FI_SUCCESS) continue;
+      // An interrupt between the check above and try_arm's drain would be erased by the drain:
+      // look again now that we are armed (interrupt() raises after bumping the sequence).
+      if (interrupts_.load(std::memory_order_acquire) != seq) {
+        disarm();
+        return WaitStatus::kInterrupted;
+      }
+      Woke w = signal_->wait(d);
+      if (w == Woke::kInterrupted) {
+        disarm();
+        return pred() ? WaitStatus::kReady : WaitStatus::kInterrupted;
+      }
+      if (w == Woke::kTimeout) {
+        disarm();
+        return pred() ? WaitStatus::kReady : WaitStatus::kTimeout;
+      }
+    }
+  }
+
+  /// Makes a blocked wait() return kInterrupted and raises the signal (so an fd or cond waiter
+  /// wakes too): fi_cq_signal, worker signal. Any thread.
+  void interrupt() noexcept {
+    interrupts_.fetch_add(1, std::memory_order_acq_rel);
+    if (signal_) signal_->raise();
+    if (nsubs_.load(std::memory_order_relaxed) != 0) notify_subscribers();
+  }
+
+  Signal* signal() const noexcept { return signal_.get(); }
+
+  /// The progress step run by wait() and by sets that contain this waitable (manual progress).
+  void set_progress(ProgressSource* p) noexcept { progress_.store(p, std::memory_order_release); }
+  ProgressSource* progress_source() const noexcept {
+    return progress_.load(std::memory_order_acquire);
+  }
+  size_t progress_once() noexcept {
+    ProgressSource* p = progress_source();
+    return p ? p->progress() : 0;
+  }
+
+  // ---- set membership (control path) ----
+
+  /// Adds `sub` (whose agg and member are set) to the subscriptions notify() visits.
+  /// @return -FI_EALREADY when this aggregator is subscribed already, -FI_ENOSPC past
+  ///         kMaxSubscriptions.
+  int subscribe(Subscription* sub) noexcept;
+  /// Removes `sub`; on return no producer is still using it.
+  void unsubscribe(Subscription* sub) noexcept;
+  int subscriptions() const noexcept { return nsubs_.load(std::memory_order_acquire); }
+  /// Leaves every wait set and poll set. Call it first when closing the derived object: a scan
+  /// on another thread may call ready() until this returns.
+  void leave_all_sets() noexcept;
+
+ private:
+  void notify_subscribers() noexcept;
+
+  // Written by consumers (try_arm) and producers (notify): on its own cache line.
+  alignas(64) std::atomic<bool> armed_{false};
+  std::atomic<uint64_t> interrupts_{0};
+  alignas(64) std::unique_ptr<Signal> signal_;
+  std::atomic<ProgressSource*> progress_{nullptr};
+  std::atomic<int> nsubs_{0};
+  std::atomic<int> in_notify_{0};  // producers inside notify_subscribers (unsubscribe waits)
+  std::atomic<Subscription*> subs_[kMaxSubscriptions] = {};
+};
+
+}  // namespace dpfab::wait
