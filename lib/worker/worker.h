@@ -1,0 +1,3 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// STUB: being written (issue 3).
+#pragma once
