@@ -152,9 +152,15 @@ Result<std::unique_ptr<wait::Signal>> make_signal(fi_wait_obj wait_obj, fid_wait
 /// FI_GETWAIT / FI_GETWAITOBJ for a waitable fid opened with `wait_obj` (fi_control).
 int control_wait(const wait::Waitable& w, fi_wait_obj wait_obj, int command, void* arg) noexcept;
 
+/// The object that embeds fid `f` as its member named `fid`. Our fid objects hold C++ members
+/// (atomics, unique_ptrs, a polymorphic progress source), which makes them non-standard-layout;
+/// offsetof on them is "conditionally supported" and GCC and Clang support it.
 template <typename T>
 T* container_of_fid(fid* f) noexcept {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
   return reinterpret_cast<T*>(reinterpret_cast<char*>(f) - offsetof(T, fid));
+#pragma GCC diagnostic pop
 }
 
 }  // namespace dpfab::ofi

@@ -27,6 +27,7 @@ int Aggregator::add(Waitable* member, void* context) noexcept {
     sources_.reserve(sources_.size() + 1);
     std::lock_guard consumer(consumer_mutex_);
     active_.reserve(members_.size() + 1);
+    reported_.reserve(members_.size() + 1);
   } catch (...) {
     return -FI_ENOMEM;
   }
@@ -89,9 +90,10 @@ size_t Aggregator::scan(void** contexts, size_t max, bool consume) noexcept {
   std::lock_guard lock(consumer_mutex_);
   take_pushed();
   size_t reported = 0, kept = 0;
+  reported_.clear();  // capacity reserved in add(): no allocation here
   for (size_t i = 0; i < active_.size(); ++i) {
     Subscription* sub = active_[i];
-    if (reported == max) {  // no room: keep the rest for the next scan, unexamined
+    if (reported == max) {  // no room: keep the rest for the next scan, unexamined, in front
       active_[kept++] = sub;
       continue;
     }
@@ -99,8 +101,8 @@ size_t Aggregator::scan(void** contexts, size_t max, bool consume) noexcept {
       if (contexts) contexts[reported] = sub->context;
       ++reported;
       if (consume) sub->member->polled();
-      if (pending(sub)) {  // still has events (a CQ not yet drained): stays active
-        active_[kept++] = sub;
+      if (pending(sub)) {  // still has events (a CQ not yet drained): stays active, at the back
+        reported_.push_back(sub);
         continue;
       }
     }
@@ -110,7 +112,10 @@ size_t Aggregator::scan(void** contexts, size_t max, bool consume) noexcept {
     if (pending(sub) && !sub->queued.exchange(true, std::memory_order_acq_rel))
       active_[kept++] = sub;
   }
+  // Members reported this time queue up behind those not yet reported: with a small `max`, every
+  // member with events is reported within a bounded number of calls.
   active_.resize(kept);
+  active_.insert(active_.end(), reported_.begin(), reported_.end());
   return reported;
 }
 

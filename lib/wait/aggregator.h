@@ -74,8 +74,9 @@ class Aggregator {
   /// Moves everything pushed so far into the active list. Consumer lock held.
   void take_pushed() noexcept;
 
-  std::mutex consumer_mutex_;          // scan/any_ready/take: one consumer at a time
-  std::vector<Subscription*> active_;  // consumer-owned, queued == true for each
+  std::mutex consumer_mutex_;            // scan/any_ready/take: one consumer at a time
+  std::vector<Subscription*> active_;    // consumer-owned, queued == true for each
+  std::vector<Subscription*> reported_;  // scan scratch: reported members go to the back
 
  private:
   void push(Subscription* sub) noexcept {
@@ -93,7 +94,6 @@ class Aggregator {
   alignas(64) mutable std::mutex members_mutex_;  // control path: add/remove/progress sources
   std::vector<std::unique_ptr<Subscription>> members_;
   std::vector<std::pair<ProgressSource*, int>> sources_;  // distinct sources, with member counts
-  std::vector<void*> scratch_;                            // scan's report buffer for any_ready
 };
 
 }  // namespace dpfab::wait

@@ -142,8 +142,14 @@ class Waitable {
     for (;;) {
       progress_once();
       if (pred()) return WaitStatus::kReady;
-      if (interrupts_.load(std::memory_order_acquire) != seq) return WaitStatus::kInterrupted;
-      if (d.expired()) return WaitStatus::kTimeout;
+      if (interrupts_.load(std::memory_order_acquire) != seq) {
+        disarm();
+        return WaitStatus::kInterrupted;
+      }
+      if (d.expired()) {
+        disarm();
+        return WaitStatus::kTimeout;
+      }
       if (try_arm(pred) != FI_SUCCESS) continue;
       // An interrupt between the check above and try_arm's drain would be erased by the drain:
       // look again now that we are armed (interrupt() raises after bumping the sequence).

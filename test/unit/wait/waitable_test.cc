@@ -1,3 +1,168 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// STUB: being written (issue 3); replaced before the issue closes.
+//
+// The arm/trywait protocol (DESIGN.md, fi_trywait(3), ucp_worker_arm): try_arm resets the signal
+// before checking, returns -FI_EAGAIN while events are queued and FI_SUCCESS when blocking is
+// safe; a producer raises the signal only when a consumer is armed; wait() honours timeouts and
+// interrupts.
+#include "wait/waitable.h"
+
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <rdma/fi_errno.h>
+
+#include <chrono>
+#include <thread>
+
+#include "test_queue.h"
+
+using namespace dpfab::wait;
+using dpfab::wait::test::TestQueue;
+using namespace std::chrono_literals;
+
+namespace {
+bool fd_readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, 0) == 1;
+}
+}  // namespace
+
+TEST(Trywait, ReturnsEagainWhenEventsAreQueued) {
+  auto q = TestQueue::with(SignalKind::kEventFd);
+  q->publish();
+  EXPECT_EQ(q->try_arm(), -FI_EAGAIN);
+  EXPECT_FALSE(q->armed()) << "not left armed after EAGAIN";
+}
+
+TEST(Trywait, ReturnsSuccessWhenBlockingIsSafe) {
+  auto q = TestQueue::with(SignalKind::kEventFd);
+  EXPECT_EQ(q->try_arm(), FI_SUCCESS);
+  EXPECT_TRUE(q->armed());
+}
+
+TEST(Trywait, ResetsTheSignalBeforeChecking) {
+  // libfabric #8947: a trywait that did not clear the fd made poll() spin at 100% CPU.
+  auto q = TestQueue::with(SignalKind::kEventFd);
+  q->signal()->raise();  // stale readiness from an earlier wakeup
+  ASSERT_TRUE(fd_readable(q->signal()->fd()));
+  EXPECT_EQ(q->try_arm(), FI_SUCCESS);
+  EXPECT_FALSE(fd_readable(q->signal()->fd()));
+}
+
+TEST(Trywait, FdIsReadableAfterAnEventOnAnArmedObjectAndOnlyThen) {
+  auto q = TestQueue::with(SignalKind::kEventFd);
+  int fd = q->signal()->fd();
+  q->publish();  // not armed: busy polling costs no syscall
+  EXPECT_FALSE(fd_readable(fd));
+  EXPECT_EQ(q->signal()->raises(), 0u);
+  ASSERT_TRUE(q->take());
+  ASSERT_EQ(q->try_arm(), FI_SUCCESS);
+  EXPECT_FALSE(fd_readable(fd));
+  q->publish();
+  EXPECT_TRUE(fd_readable(fd));
+  EXPECT_EQ(q->signal()->raises(), 1u);
+  q->publish();  // the arm was consumed: no second raise
+  EXPECT_EQ(q->signal()->raises(), 1u);
+}
+
+TEST(Trywait, PredicateIsTheWaitersCondition) {
+  auto q = TestQueue::with(SignalKind::kEventFd);
+  q->publish(2);
+  EXPECT_EQ(q->try_arm([&] { return q->available() >= 3; }), FI_SUCCESS);
+  q->publish();
+  EXPECT_TRUE(fd_readable(q->signal()->fd()));
+}
+
+TEST(Wait, ReturnsReadyAtOnceWhenThePredicateHolds) {
+  auto q = TestQueue::with(SignalKind::kEventFd);
+  q->publish();
+  EXPECT_EQ(q->wait([&] { return q->ready(); }, Deadline::after_ms(-1)), WaitStatus::kReady);
+}
+
+TEST(Wait, TimesOutAfterAboutTheTimeoutAndDisarms) {
+  for (auto k : {SignalKind::kEventFd, SignalKind::kMutexCond, SignalKind::kYield}) {
+    auto q = TestQueue::with(k);
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(q->wait([&] { return q->ready(); }, Deadline::after_ms(30)), WaitStatus::kTimeout);
+    auto took = std::chrono::steady_clock::now() - t0;
+    EXPECT_GE(took, 29ms);
+    EXPECT_LT(took, 2000ms);
+    EXPECT_FALSE(q->armed());
+  }
+}
+
+TEST(Wait, WokenByAProducerOnAnotherThread) {
+  for (auto k : {SignalKind::kEventFd, SignalKind::kMutexCond, SignalKind::kYield}) {
+    auto q = TestQueue::with(k);
+    std::thread t([&] {
+      std::this_thread::sleep_for(20ms);
+      q->publish();
+    });
+    EXPECT_EQ(q->wait([&] { return q->ready(); }, Deadline::after_ms(10000)), WaitStatus::kReady);
+    t.join();
+  }
+}
+
+TEST(Wait, InterruptMakesABlockedWaitReturn) {
+  for (auto k : {SignalKind::kEventFd, SignalKind::kMutexCond, SignalKind::kYield}) {
+    auto q = TestQueue::with(k);
+    std::thread t([&] {
+      std::this_thread::sleep_for(20ms);
+      q->interrupt();
+    });
+    EXPECT_EQ(q->wait([&] { return q->ready(); }, Deadline::after_ms(-1)),
+              WaitStatus::kInterrupted);
+    t.join();
+  }
+}
+
+TEST(Wait, InterruptBeforeTheWaitDoesNotLeakIntoTheNextWait) {
+  auto q = TestQueue::with(SignalKind::kEventFd);
+  q->interrupt();  // nobody waiting
+  EXPECT_EQ(q->wait([&] { return q->ready(); }, Deadline::after_ms(20)), WaitStatus::kTimeout);
+}
+
+namespace {
+class CountingProgress final : public ProgressSource {
+ public:
+  explicit CountingProgress(TestQueue* q) : q_(q) {}
+  size_t progress() noexcept override {
+    ++calls;
+    if (calls == 3) q_->publish();  // the third poll step finds a frame
+    return calls == 3;
+  }
+  int calls = 0;
+
+ private:
+  TestQueue* q_;
+};
+}  // namespace
+
+TEST(Wait, RunsAProgressStepEachRoundUnderManualProgress) {
+  auto q = TestQueue::with(SignalKind::kYield);
+  CountingProgress p(q.get());
+  q->set_progress(&p);
+  EXPECT_EQ(q->wait([&] { return q->ready(); }, Deadline::after_ms(5000)), WaitStatus::kReady);
+  EXPECT_EQ(p.calls, 3);
+}
+
+TEST(Subscriptions, RefusesDuplicatesAndTooMany) {
+  auto q = TestQueue::with(SignalKind::kEventFd);
+  std::vector<std::unique_ptr<Subscription>> subs;
+  std::vector<std::unique_ptr<char>> aggs;  // distinct fake aggregator addresses
+  for (int i = 0; i < Waitable::kMaxSubscriptions; ++i) {
+    aggs.push_back(std::make_unique<char>());
+    subs.push_back(std::make_unique<Subscription>());
+    subs.back()->agg = reinterpret_cast<Aggregator*>(aggs.back().get());
+    subs.back()->member = q.get();
+    ASSERT_EQ(q->subscribe(subs.back().get()), FI_SUCCESS);
+  }
+  Subscription dup;
+  dup.agg = subs[0]->agg;
+  EXPECT_EQ(q->subscribe(&dup), -FI_EALREADY);
+  char extra;
+  Subscription more;
+  more.agg = reinterpret_cast<Aggregator*>(&extra);
+  EXPECT_EQ(q->subscribe(&more), -FI_ENOSPC);
+  for (auto& s : subs) q->unsubscribe(s.get());
+  EXPECT_EQ(q->subscriptions(), 0);
+}
