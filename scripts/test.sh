@@ -14,18 +14,37 @@ bash scripts/build.sh || { echo "0 passed, 1 failed"; exit 1; }
 meson test -C build --print-errorlogs --num-processes 2 "$@"
 rc=$?
 
-python3 - build/meson-logs/testlog.json <<'PY'
+# The tests that need no EAL again, under ThreadSanitizer (a build of its own in build-tsan).
+logs=(build/meson-logs/testlog.json)
+if [ $# -eq 0 ] || [ "${DPFAB_TSAN:-}" = 1 ]; then
+  if [ ! -f build-tsan/build.ninja ]; then
+    meson setup build-tsan -Dtsan=true -Db_sanitize=thread -Dbuildtype=debugoptimized >/dev/null ||
+      { echo "0 passed, 1 failed"; exit 1; }
+  fi
+  if ninja -C build-tsan >/dev/null; then
+    TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/test/tsan.supp" \
+      DPFAB_STRESS_EVENTS=100000 \
+      meson test -C build-tsan --print-errorlogs --num-processes 2 --suite fast --suite stress
+    [ $? -eq 0 ] || rc=1
+    logs+=(build-tsan/meson-logs/testlog.json)
+  else
+    echo "TSan build failed"; rc=1
+  fi
+fi
+
+python3 - "${logs[@]}" <<'PY'
 import json, sys
 passed = failed = skipped = 0
-with open(sys.argv[1]) as f:
-    for line in f:
-        r = json.loads(line).get("result", "")
-        if r in ("OK", "EXPECTEDFAIL"):
-            passed += 1
-        elif r == "SKIP":
-            skipped += 1
-        else:
-            failed += 1
+for path in sys.argv[1:]:
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line).get("result", "")
+            if r in ("OK", "EXPECTEDFAIL"):
+                passed += 1
+            elif r == "SKIP":
+                skipped += 1
+            else:
+                failed += 1
 print(f"{passed} passed, {failed} failed, {skipped} skipped")
 sys.exit(1 if failed else 0)
 PY
