@@ -116,6 +116,10 @@ int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context)
 int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq, void* context) noexcept;
 int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr, void* context) noexcept;
 int eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** eq, void* context) noexcept;
+/// Counts objects bound to an EQ (endpoints, AVs, passive endpoints: +1 on bind, -1 when they
+/// close); fi_close on the EQ returns -FI_EBUSY while the count is not 0. Returns the new count,
+/// or -FI_EINVAL when `eq` is not one of our EQs or the count would go negative.
+int eq_bind_ref(fid_eq* eq, int delta) noexcept;
 
 /// What wait sets, poll sets, fi_trywait and the worker need to know of a waitable fid.
 struct WaitInfo {

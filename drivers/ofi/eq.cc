@@ -1,8 +1,185 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// STUB: being written (issue 3).
+//
+// fid_eq: event queues on the fabric (fi_eq_open). The queue itself is event::Eq (lib/event/eq.h);
+// this file validates the attributes, makes the wait object, and maps the fid ops onto it.
+//
+// What an application sees (fi_eq(3), and where the man page leaves a choice):
+//   - attr->size is the capacity (0: event::Eq::kDefaultSize); a full EQ is overrun (fatal).
+//   - attr->flags may hold FI_WRITE and FI_AFFINITY (signaling_vector is a hint, ignored: EQ
+//     events are raised by application threads, not interrupts); any other flag is -FI_EINVAL.
+//   - wait_obj: NONE, UNSPEC (= FD), FD, POLLFD, MUTEX_COND, YIELD, SET (joins attr->wait_set).
+//   - fi_eq_write without FI_WRITE at open: -FI_EINVAL (as verbs does); fi_eq_write takes no
+//     flags (1.17 has no public flag for writing error entries).
+//   - fi_eq_sread with FI_WAIT_NONE or FI_WAIT_SET: -FI_EINVAL.
+//   - fi_close: -FI_EBUSY while endpoints, AVs or passive endpoints are bound (eq_bind_ref).
+//   - fi_control: FI_GETWAIT (FD: int*, POLLFD: fi_wait_pollfd*, MUTEX_COND: fi_mutex_cond*,
+//     SET: the wait set's object, others -FI_ENODATA), FI_GETWAITOBJ.
+#include "event/eq.h"
 #include "dpdk.h"
 
 namespace dpfab::ofi {
-int eq_open(fid_fabric*, fi_eq_attr*, fid_eq**, void*) noexcept { return -FI_ENOSYS; }
-int eq_wait_info(fid*, WaitInfo*) noexcept { return -FI_EINVAL; }
+namespace {
+
+struct EqFid {
+  fid_eq fid{};
+  Fabric* fabric = nullptr;
+  std::unique_ptr<event::Eq> eq;
+  fi_wait_obj wait_obj = FI_WAIT_NONE;  ///< as opened, FI_WAIT_UNSPEC resolved
+  fid_wait* wait_set = nullptr;         ///< FI_WAIT_SET: the set joined
+  uint64_t flags = 0;                   ///< fi_eq_attr::flags
+  std::atomic<int> bind_refs{0};        ///< objects bound to this EQ (close is EBUSY while > 0)
+};
+
+EqFid* as_eq(fid_eq* f) noexcept {
+  if (!f || f->fid.fclass != FI_CLASS_EQ) return nullptr;
+  return container_of_fid<EqFid>(&f->fid);
+}
+
+EqFid* as_eq(fid* f) noexcept {
+  if (!f || f->fclass != FI_CLASS_EQ) return nullptr;
+  return container_of_fid<EqFid>(f);
+}
+
+int eq_close(fid* f) noexcept {
+  EqFid* e = as_eq(f);
+  if (!e) return -FI_EINVAL;
+  // Acquire: pairs with the release decrement in eq_bind_ref, so an unbind is complete.
+  if (e->bind_refs.load(std::memory_order_acquire) != 0) return -FI_EBUSY;
+  if (e->wait_obj == FI_WAIT_SET) (void)waitset_leave(e->wait_set, e->eq.get());
+  e->eq->leave_all_sets();  // poll sets: no scan calls ready() once this returns
+  e->fabric->refs.fetch_sub(1, std::memory_order_release);
+  delete e;  // events still queued are lost (fi_eq(3)); unread CM infos are freed
+  return FI_SUCCESS;
+}
+
+int eq_control(fid* f, int command, void* arg) noexcept {
+  EqFid* e = as_eq(f);
+  if (!e) return -FI_EINVAL;
+  if (command == FI_GETWAIT && e->wait_obj == FI_WAIT_SET) {
+    // The EQ waits through its set: hand out the set's wait object.
+    return e->wait_set->fid.ops->control(&e->wait_set->fid, FI_GETWAIT, arg);
+  }
+  return control_wait(*e->eq, e->wait_obj, command, arg);
+}
+
+ssize_t eq_read(fid_eq* f, uint32_t* event, void* buf, size_t len, uint64_t flags) noexcept {
+  EqFid* e = as_eq(f);
+  if (!e) return -FI_EINVAL;
+  return e->eq->read(event, buf, len, flags);
+}
+
+ssize_t eq_readerr(fid_eq* f, fi_eq_err_entry* buf, uint64_t flags) noexcept {
+  EqFid* e = as_eq(f);
+  if (!e) return -FI_EINVAL;
+  return e->eq->readerr(buf, flags);
+}
+
+ssize_t eq_write(fid_eq* f, uint32_t event, const void* buf, size_t len, uint64_t flags) noexcept {
+  EqFid* e = as_eq(f);
+  if (!e) return -FI_EINVAL;
+  // "If the FI_WRITE flag is not set, then the application may not invoke fi_eq_write."
+  if (!(e->flags & FI_WRITE)) return -FI_EINVAL;
+  return e->eq->write(event, buf, len, flags);
+}
+
+ssize_t eq_sread(fid_eq* f, uint32_t* event, void* buf, size_t len, int timeout,
+                 uint64_t flags) noexcept {
+  EqFid* e = as_eq(f);
+  if (!e) return -FI_EINVAL;
+  // "It is invalid for applications to call this function if the EQ has been configured with a
+  // wait object of FI_WAIT_NONE or FI_WAIT_SET."
+  if (e->wait_obj == FI_WAIT_NONE || e->wait_obj == FI_WAIT_SET) return -FI_EINVAL;
+  return e->eq->sread(event, buf, len, timeout, flags);
+}
+
+const char* eq_strerror(fid_eq*, int prov_errno, const void* err_data, char* buf,
+                        size_t len) noexcept {
+  return event::Eq::strerror(prov_errno, err_data, buf, len);
+}
+
+fi_ops g_eq_fi_ops = {
+    .size = sizeof(fi_ops),
+    .close = eq_close,
+    .bind = enosys<decltype(fi_ops::bind)>,
+    .control = eq_control,
+    .ops_open = enosys<decltype(fi_ops::ops_open)>,
+    .tostr = nullptr,
+    .ops_set = enosys<decltype(fi_ops::ops_set)>,
+};
+
+fi_ops_eq g_eq_ops = {
+    .size = sizeof(fi_ops_eq),
+    .read = eq_read,
+    .readerr = eq_readerr,
+    .write = eq_write,
+    .sread = eq_sread,
+    .strerror = eq_strerror,
+};
+
+}  // namespace
+
+int eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** eq, void* context) noexcept {
+  return guard("fi_eq_open", [&]() -> int {
+    if (!fabric || !attr || !eq) return -FI_EINVAL;
+    if (attr->flags & ~(FI_WRITE | FI_AFFINITY)) {
+      DPFAB_INFO(FI_LOG_EQ, "unsupported EQ flags 0x%llx",
+                 static_cast<unsigned long long>(attr->flags & ~(FI_WRITE | FI_AFFINITY)));
+      return -FI_EINVAL;
+    }
+    if (attr->flags & FI_AFFINITY)
+      DPFAB_DBG(FI_LOG_EQ, "signaling_vector %d is a hint; EQ events raise no interrupts",
+                attr->signaling_vector);
+    // "This field is ignored if wait_obj is not FI_WAIT_SET."
+    fid_wait* wait_set = attr->wait_obj == FI_WAIT_SET ? attr->wait_set : nullptr;
+    fi_wait_obj resolved = attr->wait_obj;
+    auto signal = make_signal(attr->wait_obj, wait_set, &resolved);
+    if (!signal) {
+      DPFAB_INFO(FI_LOG_EQ, "%s", signal.error().message.c_str());
+      return signal.code();
+    }
+    auto* fab = container_of_fid<Fabric>(&fabric->fid);
+    auto e = std::make_unique<EqFid>();
+    e->fabric = fab;
+    e->wait_obj = resolved;
+    e->wait_set = wait_set;
+    e->flags = attr->flags;
+    e->fid.fid.fclass = FI_CLASS_EQ;
+    e->fid.fid.context = context;
+    e->fid.fid.ops = &g_eq_fi_ops;
+    e->fid.ops = &g_eq_ops;
+    event::Eq::Options opts;
+    opts.size = attr->size;
+    opts.api_version = api_version(fab);
+    opts.fid = &e->fid.fid;
+    e->eq = std::make_unique<event::Eq>(std::move(signal.value()), opts);
+    if (wait_set) {
+      if (int r = waitset_join(wait_set, e->eq.get(), context); r != FI_SUCCESS) return r;
+    }
+    fab->refs.fetch_add(1, std::memory_order_relaxed);
+    *eq = &e.release()->fid;
+    return FI_SUCCESS;
+  });
+}
+
+int eq_wait_info(fid* f, WaitInfo* out) noexcept {
+  EqFid* e = as_eq(f);
+  if (!e || !out) return -FI_EINVAL;
+  out->waitable = e->eq.get();
+  out->wait_obj = e->wait_obj;
+  out->wait_set = e->wait_set;
+  return FI_SUCCESS;
+}
+
+int eq_bind_ref(fid_eq* eq, int delta) noexcept {
+  EqFid* e = as_eq(eq);
+  if (!e) return -FI_EINVAL;
+  int cur = e->bind_refs.load(std::memory_order_relaxed);
+  do {
+    if (cur + delta < 0) return -FI_EINVAL;  // more unbinds than binds
+    // acq_rel: a decrement releases the unbinding object's last use; eq_close acquires it.
+  } while (!e->bind_refs.compare_exchange_weak(cur, cur + delta, std::memory_order_acq_rel,
+                                               std::memory_order_relaxed));
+  return cur + delta;
+}
+
 }  // namespace dpfab::ofi
