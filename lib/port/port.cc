@@ -19,6 +19,7 @@
 #include <mutex>
 #include <random>
 
+#include "common/fd.h"
 #include "common/log.h"
 #include "common/strings.h"
 #include "eal/eal_args.h"
@@ -67,28 +68,30 @@ std::string set_arg(const std::string& args, const std::string& key, const std::
   return out;
 }
 
-// A socket file left behind by a dead memif server makes our server's bind fail and a client
-// wait forever: remove it when nobody accepts on it.
-void remove_stale_socket(const std::string& path) {
-  if (path.empty() || access(path.c_str(), F_OK) != 0) return;
-  int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
-  if (fd < 0) return;
+// memif role=auto: the first process on a socket is the server, the others its clients. The role
+// is decided before probing (a memif probe that fails on a busy socket leaves DPDK's interrupt
+// thread in a state where it panics): the server is whoever binds an abstract unix socket named
+// after the memif socket. Binding is atomic and the name disappears with the process, so a
+// crashed server leaves nothing stale behind. Returns the lock to keep (valid: we are server).
+UniqueFd take_memif_server_lock(const std::string& memif_socket) {
+  UniqueFd fd(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return fd;
   sockaddr_un sa{};
   sa.sun_family = AF_UNIX;
-  std::strncpy(sa.sun_path, path.c_str(), sizeof(sa.sun_path) - 1);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 && errno == ECONNREFUSED) {
-    DPFAB_INFO(FI_LOG_CORE, "removing stale memif socket %s", path.c_str());
-    unlink(path.c_str());
-  }
-  close(fd);
+  std::string name = "dpfab-memif-server:" + memif_socket;
+  size_t len = std::min(name.size(), sizeof(sa.sun_path) - 1);
+  std::memcpy(sa.sun_path + 1, name.data(), len);  // sun_path[0] == 0: abstract namespace
+  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&sa),
+           static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + len)) != 0)
+    fd.reset();
+  return fd;
 }
 
-// Creates a vdev. memif gets two conveniences: role=auto (server when the socket is free, client
-// when another process serves it), and a random locally administered MAC when none is given, so
-// two processes on one box do not share memif's fixed default MAC.
-Result<std::string> create_vdev(const std::string& spec) {
+// Creates a vdev. memif gets two conveniences: role=auto (above), and a random locally
+// administered MAC when none is given, so two processes on one box do not share memif's fixed
+// default MAC.
+Result<std::string> create_vdev(const std::string& spec, UniqueFd* role_lock) {
   auto [name, args] = split_spec(spec);
-  std::vector<std::string> attempts;
   if (name.rfind("net_memif", 0) == 0) {
     if (get_arg(args, "mac").empty()) {
       std::random_device rd;
@@ -98,21 +101,23 @@ Result<std::string> create_vdev(const std::string& spec) {
       args = set_arg(args, "mac", mac);
     }
     if (get_arg(args, "role") == "auto") {
-      if (get_arg(args, "socket-abstract") == "no") remove_stale_socket(get_arg(args, "socket"));
-      attempts = {set_arg(args, "role", "server"), set_arg(args, "role", "client")};
+      std::string sock = get_arg(args, "socket");
+      if (sock.empty()) sock = "/run/memif.sock";  // memif's default
+      *role_lock = take_memif_server_lock(sock);
+      bool server = role_lock->valid();
+      // As the server of a file socket, a file left by a dead server is ours to remove (nobody
+      // else can hold the lock).
+      if (server && get_arg(args, "socket-abstract") == "no") unlink(sock.c_str());
+      args = set_arg(args, "role", server ? "server" : "client");
     }
   }
-  if (attempts.empty()) attempts = {args};
-  int ret = 0;
-  for (const auto& a : attempts) {
-    // rte_dev_probe finds the vdev bus from the driver name; no link to the vdev bus library.
-    std::string devargs = name + (a.empty() ? "" : "," + a);
-    ret = rte_dev_probe(devargs.c_str());
-    if (ret == 0) return devargs;
-    DPFAB_DBG(FI_LOG_CORE, "rte_dev_probe(%s): %s", devargs.c_str(), err_text(ret).c_str());
-  }
-  return make_error(ret == -EINVAL ? -FI_EINVAL : -FI_ENODEV,
-                    "port '" + spec + "': cannot create the device: " + err_text(ret));
+  // rte_dev_probe finds the vdev bus from the driver name; no link to the vdev bus library.
+  std::string devargs = name + (args.empty() ? "" : "," + args);
+  int ret = rte_dev_probe(devargs.c_str());
+  if (ret == 0) return devargs;
+  return make_error(
+      ret == -EINVAL ? -FI_EINVAL : -FI_ENODEV,
+      "port '" + spec + "': cannot create the device (rte_dev_probe " + std::to_string(ret) + ")");
 }
 
 // The port's mempool. Without hugepages nothing DMAs from these mbufs (virtual devices copy), so
@@ -229,7 +234,7 @@ Result<std::unique_ptr<Port>> Port::open(const std::string& spec,
     // The application (which owns EAL) created it already: use it as it is.
     DPFAB_INFO(FI_LOG_CORE, "port %s exists already: using it", name.c_str());
   } else {
-    auto made = create_vdev(spec);
+    auto made = create_vdev(spec, &p->role_lock_);
     if (!made) return made.error();
     in.spec = *made;
     in.created = true;

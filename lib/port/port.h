@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/fd.h"
 #include "common/result.h"
 
 struct rte_mempool;
@@ -75,6 +76,7 @@ class Port {
   Info info_;
   rte_mempool* pool_ = nullptr;
   bool started_ = false;
+  UniqueFd role_lock_;  // memif role=auto: held while we are the server
 };
 
 /// Opens every configured port once per process (thread-safe; later calls return the first

@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: BSD-3-Clause
 //
 // Two processes start EAL at the same moment (--no-shconf keeps them apart) and open fabric and
-// domain on the two ends of one memif link (role=auto: one becomes server, the other client).
+// domain on the two ends of one memif link (role=auto: one becomes server, the other client),
+// over a stale socket file left by a dead server. Run it many times at once to shake out races.
 #include <gtest/gtest.h>
 #include <rdma/fi_domain.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "fi_helpers.h"
@@ -38,6 +42,15 @@ int child(int go_fd) {
 TEST(TwoProcesses, StartEalAtOnceOnOneMemifLink) {
   std::string sock = "/tmp/dpfab-two-proc-" + std::to_string(getpid()) + ".sock";
   setenv("FI_DPDK_PORTS", ("net_memif0,role=auto,socket-abstract=no,socket=" + sock).c_str(), 1);
+  {
+    // A socket file left behind by a server that died: the new server must not trip over it.
+    int s = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    std::strncpy(sa.sun_path, sock.c_str(), sizeof(sa.sun_path) - 1);
+    ASSERT_EQ(bind(s, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+    close(s);
+  }
   int go[2];
   ASSERT_EQ(pipe(go), 0);
   pid_t pids[2];

@@ -192,9 +192,7 @@ BENCHMARK(BM_Wake_FiEqSread)->UseManualTime()->Iterations(3000);
 void BM_Wake_FiCntrWait(benchmark::State& state) {
   fid_cntr* c = open_cntr(FI_WAIT_FD);
   uint64_t target = 0;
-  run_wake(state, {[&] { fi_cntr_add(c, 1); },
-                   [&] { fi_cntr_wait(c, ++target, -1); },
-                   [] {}});
+  run_wake(state, {[&] { fi_cntr_add(c, 1); }, [&] { fi_cntr_wait(c, ++target, -1); }, [] {}});
   fi_close(&c->fid);
 }
 BENCHMARK(BM_Wake_FiCntrWait)->UseManualTime()->Iterations(3000);
