@@ -36,9 +36,7 @@ bool fd_readable(int fd) {
   return poll(&p, 1, 0) == 1;
 }
 
-// A helper thread that runs `f` after `delay`; joined on destruction. If the code under test
-// failed to wake, `watchdog` interrupts the counter after a few seconds so the test ends (and
-// fails) instead of hanging.
+// A helper thread that runs `f` after `delay`; joined on destruction.
 class Later {
  public:
   template <typename F>
@@ -53,6 +51,8 @@ class Later {
   std::thread t_;
 };
 
+// If the code under test failed to wake, the watchdog interrupts the counter after a few seconds
+// so that the test ends (and fails: the wait returns -FI_EINTR) instead of hanging.
 class Watchdog {
  public:
   explicit Watchdog(Cntr* c, std::chrono::milliseconds after = 5000ms)
@@ -291,13 +291,15 @@ TEST(FiCntrWait, AnErrorCountedBeforeTheWaitStartedDoesNotEndIt) {
 TEST(FiCntrWait, AThresholdReachedWinsOverAnErrorChange) {
   auto c = make_cntr(SignalKind::kEventFd);
   Watchdog dog(c.get());
-  Later producer(20ms, [&] {
-    c->add_err(1);  // may wake the waiter first: then it returns -FI_EAVAIL, also correct
-    c->add(1);
-  });
-  int r = c->wait(1, 5000);
-  EXPECT_TRUE(r == FI_SUCCESS || r == -FI_EAVAIL) << r;
-  // Both changes are visible now: the success value is reported.
+  {
+    Later producer(20ms, [&] {
+      c->add_err(1);  // may wake the waiter first: then it returns -FI_EAVAIL, also correct
+      c->add(1);
+    });
+    int r = c->wait(1, 5000);
+    EXPECT_TRUE(r == FI_SUCCESS || r == -FI_EAVAIL) << r;
+  }
+  // Both changes are visible now (the producer was joined): the success value is reported.
   EXPECT_EQ(c->wait(1, 0), FI_SUCCESS);
 }
 
