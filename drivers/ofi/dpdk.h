@@ -154,7 +154,7 @@ bool waitset_members_need_fd(fid_wait* ws) noexcept;
 Result<std::unique_ptr<wait::Signal>> make_signal(fi_wait_obj wait_obj, fid_wait* wait_set,
                                                   fi_wait_obj* resolved);
 /// FI_GETWAIT / FI_GETWAITOBJ for a waitable fid opened with `wait_obj` (fi_control).
-int control_wait(const wait::Waitable& w, fi_wait_obj wait_obj, int command, void* arg) noexcept;
+int control_wait(wait::Waitable& w, fi_wait_obj wait_obj, int command, void* arg) noexcept;
 
 /// The object that embeds fid `f` as its member named `fid`. Our fid objects hold C++ members
 /// (atomics, unique_ptrs, a polymorphic progress source), which makes them non-standard-layout;

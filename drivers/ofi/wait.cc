@@ -135,7 +135,7 @@ Result<std::unique_ptr<wait::Signal>> make_signal(fi_wait_obj wait_obj, fid_wait
   }
 }
 
-int control_wait(const wait::Waitable& w, fi_wait_obj wait_obj, int command, void* arg) noexcept {
+int control_wait(wait::Waitable& w, fi_wait_obj wait_obj, int command, void* arg) noexcept {
   if (command == FI_GETWAITOBJ) {
     if (!arg) return -FI_EINVAL;
     *static_cast<fi_wait_obj*>(arg) = wait_obj;
@@ -146,7 +146,7 @@ int control_wait(const wait::Waitable& w, fi_wait_obj wait_obj, int command, voi
   wait::Signal* s = w.signal();
   switch (wait_obj) {
     case FI_WAIT_FD:
-      *static_cast<int*>(arg) = s->fd();
+      *static_cast<int*>(arg) = s->export_fd();
       return FI_SUCCESS;
     case FI_WAIT_POLLFD: {
       // One fd today (the object's eventfd); fds added later (port interrupts) move change_index.
@@ -157,7 +157,7 @@ int control_wait(const wait::Waitable& w, fi_wait_obj wait_obj, int command, voi
         return -FI_ETOOSMALL;
       }
       if (!pf->fd) return -FI_EINVAL;
-      pf->fd[0] = pollfd{s->fd(), POLLIN, 0};
+      pf->fd[0] = pollfd{s->export_fd(), POLLIN, 0};
       pf->nfds = 1;
       return FI_SUCCESS;
     }

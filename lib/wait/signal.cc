@@ -2,11 +2,15 @@
 #include "wait/signal.h"
 
 #include <errno.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <rdma/fi_errno.h>
 #include <sched.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <climits>
 
 namespace dpfab::wait {
 
@@ -38,53 +42,65 @@ void Signal::raise() noexcept {
   raises_.fetch_add(1, std::memory_order_relaxed);
   switch (kind_) {
     case SignalKind::kEventFd: {
-      uint64_t one = 1;
-      // EAGAIN only when the count is at its maximum: then it is readable already.
-      [[maybe_unused]] ssize_t n = ::write(fd_.get(), &one, sizeof(one));
+      // Generation first (seq_cst), then the sleeper count: pairs with the waiter's seq_cst
+      // increment of sleepers_ and re-read of gen_ in wait() -- one of the two sees the other.
+      gen_.fetch_add(1, std::memory_order_seq_cst);
+      if (sleepers_.load(std::memory_order_seq_cst) > 0)
+        syscall(SYS_futex, &gen_, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+      if (fd_exported_.load(std::memory_order_relaxed)) {
+        uint64_t one = 1;
+        // EAGAIN only when the count is at its maximum: then it is readable already.
+        [[maybe_unused]] ssize_t n = ::write(fd_.get(), &one, sizeof(one));
+      }
       break;
     }
     case SignalKind::kMutexCond:
       pthread_mutex_lock(&mutex_);
-      flag_ = true;
+      gen_.fetch_add(1, std::memory_order_relaxed);  // under the mutex
       pthread_cond_broadcast(&cond_);
       pthread_mutex_unlock(&mutex_);
       break;
     case SignalKind::kYield:
+      gen_.fetch_add(1, std::memory_order_release);
       break;
   }
 }
 
 void Signal::drain() noexcept {
-  switch (kind_) {
-    case SignalKind::kEventFd: {
-      uint64_t v;
-      [[maybe_unused]] ssize_t n = ::read(fd_.get(), &v, sizeof(v));  // EAGAIN when already 0
-      break;
-    }
-    case SignalKind::kMutexCond:
-      pthread_mutex_lock(&mutex_);
-      flag_ = false;
-      pthread_mutex_unlock(&mutex_);
-      break;
-    case SignalKind::kYield:
-      break;
+  if (kind_ == SignalKind::kEventFd) {
+    uint64_t v;
+    [[maybe_unused]] ssize_t n = ::read(fd_.get(), &v, sizeof(v));  // EAGAIN when already 0
   }
 }
 
-Woke Signal::wait(const Deadline& d) noexcept {
+Woke Signal::wait(const Deadline& d, uint32_t seen) noexcept {
   switch (kind_) {
     case SignalKind::kEventFd: {
-      pollfd p{fd_.get(), POLLIN, 0};
-      timespec ts = d.remaining_ts();
-      int r = ppoll(&p, 1, d.infinite() ? nullptr : &ts, nullptr);
-      if (r > 0) return Woke::kRaised;
-      if (r < 0 && errno == EINTR) return Woke::kInterrupted;
-      return Woke::kTimeout;
+      for (;;) {
+        sleepers_.fetch_add(1, std::memory_order_seq_cst);
+        if (gen_.load(std::memory_order_seq_cst) != seen) {
+          sleepers_.fetch_sub(1, std::memory_order_relaxed);
+          return Woke::kRaised;
+        }
+        if (d.expired()) {
+          sleepers_.fetch_sub(1, std::memory_order_relaxed);
+          return Woke::kTimeout;
+        }
+        timespec ts = d.remaining_ts();
+        long r = syscall(SYS_futex, &gen_, FUTEX_WAIT_PRIVATE, seen, d.infinite() ? nullptr : &ts,
+                         nullptr, 0);
+        int err = r < 0 ? errno : 0;
+        sleepers_.fetch_sub(1, std::memory_order_relaxed);
+        if (gen_.load(std::memory_order_acquire) != seen) return Woke::kRaised;
+        if (err == EINTR) return Woke::kInterrupted;
+        if (err == ETIMEDOUT) return Woke::kTimeout;
+        // Spurious wake-up (or EAGAIN on a changed word, seen above): go round.
+      }
     }
     case SignalKind::kMutexCond: {
       pthread_mutex_lock(&mutex_);
       int r = 0;
-      while (!flag_ && r != ETIMEDOUT) {
+      while (gen_.load(std::memory_order_relaxed) == seen && r != ETIMEDOUT) {
         if (d.infinite()) {
           pthread_cond_wait(&cond_, &mutex_);
         } else {
@@ -92,7 +108,7 @@ Woke Signal::wait(const Deadline& d) noexcept {
           r = pthread_cond_timedwait(&cond_, &mutex_, &at);
         }
       }
-      bool raised = flag_;
+      bool raised = gen_.load(std::memory_order_relaxed) != seen;
       pthread_mutex_unlock(&mutex_);
       return raised ? Woke::kRaised : Woke::kTimeout;
     }

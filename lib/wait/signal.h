@@ -2,10 +2,19 @@
 //
 // Signal: what a blocked consumer sleeps on, one of the libfabric wait objects.
 //   kEventFd   FI_WAIT_FD / FI_WAIT_POLLFD / FI_WAIT_UNSPEC: a non-blocking eventfd, readable
-//              while raised (level-triggered), usable in select/poll/epoll.
-//   kMutexCond FI_WAIT_MUTEX_COND: a pthread mutex + condition variable (CLOCK_MONOTONIC) and a
-//              flag under the mutex; raise() broadcasts.
+//              while raised (level-triggered), usable in select/poll/epoll by the application.
+//   kMutexCond FI_WAIT_MUTEX_COND: a pthread mutex + condition variable (CLOCK_MONOTONIC);
+//              raise() broadcasts.
 //   kYield     FI_WAIT_YIELD: nothing to sleep on; a wait yields the CPU once and returns.
+//
+// Two audiences wait on a signal. The application waits on the native object it got from
+// FI_GETWAIT (the eventfd, the mutex/cond pair), using fi_trywait, which drains the eventfd before
+// checking. The provider's own blocking calls (fi_cq_sread, fi_cntr_wait, fi_wait, worker wait)
+// wait on a generation count that every raise() increments: several threads may block on one
+// object at once, and one of them re-arming (draining the eventfd) must not erase a wakeup meant
+// for another -- a generation only grows, so every waiter that saw the old value wakes. The
+// eventfd is written only once its fd has been handed out (export_fd), so sread-only users pay
+// one futex wake per sleep, and only when someone sleeps.
 //
 // A Signal is only the wake-up channel: whether to raise it is decided by the arm protocol in
 // Waitable (waitable.h), so raise() runs only when a consumer is (about to be) asleep.
@@ -43,29 +52,42 @@ class Signal {
 
   SignalKind kind() const noexcept { return kind_; }
 
-  /// Makes the signal raised: the eventfd readable, cond waiters woken. Any thread, never blocks
-  /// (an eventfd at its maximum count stays readable). Counted in raises().
+  /// Wakes every waiter: bumps the generation (waking in-process waiters), makes an exported
+  /// eventfd readable, broadcasts the condition. Any thread, never blocks. Counted in raises().
   void raise() noexcept;
-  /// Lowers the signal (reads the eventfd to zero). Consumer side.
+  /// Lowers the application-visible object (reads the eventfd to zero). fi_trywait's C1 step.
   void drain() noexcept;
-  /// Blocks until raised or `d`; does not lower the signal.
-  Woke wait(const Deadline& d) noexcept;
 
-  /// The eventfd (kEventFd), else -1.
+  /// The generation to pass to wait(); read it before the re-check that precedes blocking.
+  uint32_t generation() const noexcept { return gen_.load(std::memory_order_acquire); }
+  /// Blocks until a raise() after `seen` was read (generation() != seen), or `d`, or a POSIX
+  /// signal. Independent of drain(): waiters never steal each other's wakeups.
+  Woke wait(const Deadline& d, uint32_t seen) noexcept;
+
+  /// The eventfd (kEventFd), else -1, for internal bookkeeping (no side effect).
   int fd() const noexcept { return fd_.get(); }
+  /// The eventfd handed to the application (FI_GETWAIT, worker get_efd, POLLFD arrays): from now
+  /// on every raise() also writes it.
+  int export_fd() noexcept {
+    fd_exported_.store(true, std::memory_order_seq_cst);
+    return fd_.get();
+  }
   /// The mutex/cond pair handed out by FI_GETWAIT (kMutexCond), else nullptr.
   fi_mutex_cond* mutex_cond() noexcept { return kind_ == SignalKind::kMutexCond ? &mc_ : nullptr; }
-  /// How many times raise() ran: each is at most one syscall or broadcast, i.e. one wakeup.
+  /// How many times raise() ran: each is at most one eventfd write, one futex wake or one
+  /// broadcast, i.e. one wakeup.
   uint64_t raises() const noexcept { return raises_.load(std::memory_order_relaxed); }
 
  private:
   explicit Signal(SignalKind kind) noexcept : kind_(kind) {}
   SignalKind kind_;
   UniqueFd fd_;
+  std::atomic<bool> fd_exported_{false};
+  alignas(64) std::atomic<uint32_t> gen_{0};  // futex word
+  std::atomic<int> sleepers_{0};              // in-process waiters inside futex_wait
   pthread_mutex_t mutex_ = PTHREAD_MUTEX_INITIALIZER;
   pthread_cond_t cond_;
   bool cond_ready_ = false;
-  bool flag_ = false;  // kMutexCond: raised, under mutex_
   fi_mutex_cond mc_{&mutex_, &cond_};
   std::atomic<uint64_t> raises_{0};
 };

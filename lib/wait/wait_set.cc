@@ -77,8 +77,8 @@ int WaitSet::try_arm() noexcept {
   return FI_SUCCESS;
 }
 
-Woke WaitSet::wait_signal(const Deadline& d) noexcept {
-  if (signal_) return signal_->wait(d);
+Woke WaitSet::wait_signal(const Deadline& d, uint32_t gen) noexcept {
+  if (signal_) return signal_->wait(d, gen);
   // POLLFD: wait on every member's fd, as the application would.
   std::vector<pollfd> fds;
   for_each_member([&](Subscription& s) {
@@ -94,8 +94,9 @@ Woke WaitSet::wait_signal(const Deadline& d) noexcept {
 
 int WaitSet::wait(const Deadline& d) noexcept {
   for (;;) {
+    const uint32_t gen = signal_ ? signal_->generation() : 0;  // before try_arm's re-check
     if (try_arm() != FI_SUCCESS) return FI_SUCCESS;
-    Woke w = wait_signal(d);
+    Woke w = wait_signal(d, gen);
     if (w == Woke::kRaised) continue;  // re-check through try_arm: stale raises are absorbed
     disarm();
     if (any_ready()) return FI_SUCCESS;
@@ -107,7 +108,7 @@ int WaitSet::get_wait(void* arg) noexcept {
   if (!arg) return -FI_EINVAL;
   switch (kind_) {
     case FI_WAIT_FD:
-      *static_cast<int*>(arg) = signal_->fd();
+      *static_cast<int*>(arg) = signal_->export_fd();
       return FI_SUCCESS;
     case FI_WAIT_MUTEX_COND:
       *static_cast<fi_mutex_cond*>(arg) = *signal_->mutex_cond();
@@ -134,6 +135,8 @@ int WaitSet::get_wait(void* arg) noexcept {
 
 int WaitSet::add_member(Waitable* member, void* context) noexcept {
   if (members_need_own_fd() && (!member->signal() || member->signal()->fd() < 0)) return -FI_EINVAL;
+  // POLLFD: the member's eventfd is what the application (and wait_signal) polls.
+  if (kind_ == FI_WAIT_POLLFD) member->signal()->export_fd();
   int r = add(member, context);
   if (r == FI_SUCCESS && kind_ == FI_WAIT_POLLFD)
     change_index_.fetch_add(1, std::memory_order_acq_rel);

@@ -52,7 +52,7 @@ class WaitSet final : public Aggregator {
       : Aggregator(false), kind_(kind), signal_(std::move(signal)) {}
   void on_member_notify(Subscription* sub) noexcept override;
   void drain_members() noexcept;
-  Woke wait_signal(const Deadline& d) noexcept;
+  Woke wait_signal(const Deadline& d, uint32_t gen) noexcept;
 
   const fi_wait_obj kind_;
   std::unique_ptr<Signal> signal_;  // null for POLLFD (members' fds)

@@ -150,14 +150,15 @@ class Waitable {
         disarm();
         return WaitStatus::kTimeout;
       }
+      // The generation is read before the re-check in try_arm: any raise after the check bumps
+      // it, so the wait below cannot sleep through it (nor can another waiter's drain hide it).
+      const uint32_t gen = signal_->generation();
       if (try_arm(pred) != FI_SUCCESS) continue;
-      // An interrupt between the check above and try_arm's drain would be erased by the drain:
-      // look again now that we are armed (interrupt() raises after bumping the sequence).
       if (interrupts_.load(std::memory_order_acquire) != seq) {
         disarm();
         return WaitStatus::kInterrupted;
       }
-      Woke w = signal_->wait(d);
+      Woke w = signal_->wait(d, gen);
       if (w == Woke::kInterrupted) {
         disarm();
         return pred() ? WaitStatus::kReady : WaitStatus::kInterrupted;

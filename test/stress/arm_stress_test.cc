@@ -157,10 +157,11 @@ void run(const Case& c) {
           tally.sleeps.fetch_add(1, std::memory_order_relaxed);
           break;
         }
-        case Shape::kTrywaitPoll: {
+        case Shape::kTrywaitPoll: {  // the application's loop: fi_trywait, then poll(fd)
           if (mine->try_arm() != FI_SUCCESS) break;
           tally.sleeps.fetch_add(1, std::memory_order_relaxed);
-          if (mine->signal()->wait(Deadline::after_ms(kWait)) == Woke::kTimeout) {
+          pollfd p{mine->signal()->export_fd(), POLLIN, 0};
+          if (poll(&p, 1, kWait) == 0) {
             mine->disarm();
             if (mine->ready()) tally.lost_wakeups.fetch_add(1);
           }

@@ -578,7 +578,7 @@ TEST(EqCm, EventsWhichRemainOnTheEqWhenItIsClosedAreLost) {
 
 TEST(EqWait, FdIsReadableAfterAWriteToAnArmedEqAndOnlyThen) {
   auto eq = make_eq(32, make(wait::SignalKind::kEventFd));
-  const int fd = eq->signal()->fd();
+  const int fd = eq->signal()->export_fd();  // what FI_GETWAIT hands out
   ASSERT_GE(fd, 0);
   // Not armed: a write costs no syscall and leaves the fd quiet.
   ASSERT_GT(write_entry(*eq, 1), 0);
@@ -598,10 +598,11 @@ TEST(EqWait, FdIsReadableAfterAWriteToAnArmedEqAndOnlyThen) {
 
 TEST(EqWait, AnErrorEntryWakesAnArmedEq) {
   auto eq = make_eq(32, make(wait::SignalKind::kEventFd));
+  const int fd = eq->signal()->export_fd();  // what FI_GETWAIT hands out
   ASSERT_EQ(eq->try_arm(), FI_SUCCESS);
   fi_eq_err_entry err = error_with(FI_EIO, 1);
   ASSERT_GT(eq->write_error(err, nullptr, 0), 0);
-  EXPECT_TRUE(fd_readable(eq->signal()->fd()));
+  EXPECT_TRUE(fd_readable(fd));
 }
 
 TEST(EqSread, InvalidWithoutAWaitObject) {

@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 using namespace dpfab::wait;
 using namespace std::chrono_literals;
@@ -28,9 +30,9 @@ std::unique_ptr<Signal> make(SignalKind k) {
 
 }  // namespace
 
-TEST(Signal, EventFdIsReadableAfterRaiseAndNotAfterDrain) {
+TEST(Signal, ExportedEventFdIsReadableAfterRaiseAndNotAfterDrain) {
   auto s = make(SignalKind::kEventFd);
-  ASSERT_GE(s->fd(), 0);
+  ASSERT_GE(s->export_fd(), 0);
   EXPECT_FALSE(fd_readable(s->fd()));
   s->raise();
   EXPECT_TRUE(fd_readable(s->fd()));
@@ -41,12 +43,23 @@ TEST(Signal, EventFdIsReadableAfterRaiseAndNotAfterDrain) {
   EXPECT_EQ(s->mutex_cond(), nullptr);
 }
 
-TEST(Signal, WaitReturnsRaisedWithoutBlockingWhenAlreadyRaised) {
+TEST(Signal, UnexportedEventFdIsNotWritten) {
+  auto s = make(SignalKind::kEventFd);
+  s->raise();  // nobody got the fd: in-process waiters use the generation only
+  EXPECT_FALSE(fd_readable(s->fd()));
+  EXPECT_EQ(s->raises(), 1u);
+}
+
+TEST(Signal, WaitReturnsAtOnceWhenARaiseFollowedTheGenerationRead) {
   for (auto k : {SignalKind::kEventFd, SignalKind::kMutexCond}) {
     auto s = make(k);
+    uint32_t seen = s->generation();
     s->raise();
-    EXPECT_EQ(s->wait(Deadline::after_ms(5000)), Woke::kRaised);
-    EXPECT_EQ(s->wait(Deadline::after_ms(5000)), Woke::kRaised) << "wait does not lower";
+    EXPECT_EQ(s->wait(Deadline::after_ms(5000), seen), Woke::kRaised);
+    EXPECT_EQ(s->wait(Deadline::after_ms(5000), seen), Woke::kRaised) << "wait does not lower";
+    s->drain();
+    EXPECT_EQ(s->wait(Deadline::after_ms(5000), seen), Woke::kRaised)
+        << "a drain (another waiter re-arming) cannot hide a raise";
   }
 }
 
@@ -54,22 +67,41 @@ TEST(Signal, WaitTimesOutAfterAboutTheTimeout) {
   for (auto k : {SignalKind::kEventFd, SignalKind::kMutexCond}) {
     auto s = make(k);
     auto t0 = std::chrono::steady_clock::now();
-    EXPECT_EQ(s->wait(Deadline::after_ms(50)), Woke::kTimeout);
+    EXPECT_EQ(s->wait(Deadline::after_ms(50), s->generation()), Woke::kTimeout);
     auto took = std::chrono::steady_clock::now() - t0;
     EXPECT_GE(took, 49ms);
     EXPECT_LT(took, 2000ms);
-    EXPECT_EQ(s->wait(Deadline::after_ms(0)), Woke::kTimeout) << "zero timeout polls once";
+    EXPECT_EQ(s->wait(Deadline::after_ms(0), s->generation()), Woke::kTimeout)
+        << "zero timeout polls once";
+  }
+}
+
+TEST(Signal, OneRaiseWakesEveryBlockedWaiter) {
+  for (auto k : {SignalKind::kEventFd, SignalKind::kMutexCond}) {
+    auto s = make(k);
+    uint32_t seen = s->generation();
+    std::atomic<int> woke{0};
+    std::vector<std::thread> ts;
+    for (int i = 0; i < 3; ++i)
+      ts.emplace_back([&] {
+        if (s->wait(Deadline::after_ms(10000), seen) == Woke::kRaised) woke.fetch_add(1);
+      });
+    std::this_thread::sleep_for(20ms);
+    s->raise();
+    for (auto& t : ts) t.join();
+    EXPECT_EQ(woke.load(), 3);
   }
 }
 
 TEST(Signal, RaiseFromAnotherThreadWakesABlockedWait) {
   for (auto k : {SignalKind::kEventFd, SignalKind::kMutexCond}) {
     auto s = make(k);
+    uint32_t seen = s->generation();
     std::thread t([&] {
       std::this_thread::sleep_for(20ms);
       s->raise();
     });
-    EXPECT_EQ(s->wait(Deadline::after_ms(10000)), Woke::kRaised);
+    EXPECT_EQ(s->wait(Deadline::after_ms(10000), seen), Woke::kRaised);
     t.join();
   }
 }
@@ -100,8 +132,9 @@ TEST(Signal, YieldWaitsWithoutAWaitObject) {
   auto s = make(SignalKind::kYield);
   EXPECT_EQ(s->fd(), -1);
   EXPECT_EQ(s->mutex_cond(), nullptr);
-  EXPECT_EQ(s->wait(Deadline::after_ms(1000)), Woke::kRaised) << "yields once and returns";
-  EXPECT_EQ(s->wait(Deadline::after_ms(0)), Woke::kTimeout);
+  EXPECT_EQ(s->wait(Deadline::after_ms(1000), s->generation()), Woke::kRaised)
+      << "yields once and returns";
+  EXPECT_EQ(s->wait(Deadline::after_ms(0), s->generation()), Woke::kTimeout);
 }
 
 TEST(Deadline, NegativeIsInfiniteZeroIsExpired) {

@@ -42,16 +42,17 @@ TEST(Trywait, ReturnsSuccessWhenBlockingIsSafe) {
 TEST(Trywait, ResetsTheSignalBeforeChecking) {
   // libfabric #8947: a trywait that did not clear the fd made poll() spin at 100% CPU.
   auto q = TestQueue::with(SignalKind::kEventFd);
+  int fd = q->signal()->export_fd();
   q->signal()->raise();  // stale readiness from an earlier wakeup
-  ASSERT_TRUE(fd_readable(q->signal()->fd()));
+  ASSERT_TRUE(fd_readable(fd));
   EXPECT_EQ(q->try_arm(), FI_SUCCESS);
-  EXPECT_FALSE(fd_readable(q->signal()->fd()));
+  EXPECT_FALSE(fd_readable(fd));
 }
 
 TEST(Trywait, FdIsReadableAfterAnEventOnAnArmedObjectAndOnlyThen) {
   auto q = TestQueue::with(SignalKind::kEventFd);
-  int fd = q->signal()->fd();
-  q->publish();  // not armed: busy polling costs no syscall
+  int fd = q->signal()->export_fd();  // FI_GETWAIT
+  q->publish();                       // not armed: busy polling costs no syscall
   EXPECT_FALSE(fd_readable(fd));
   EXPECT_EQ(q->signal()->raises(), 0u);
   ASSERT_TRUE(q->take());
@@ -66,10 +67,11 @@ TEST(Trywait, FdIsReadableAfterAnEventOnAnArmedObjectAndOnlyThen) {
 
 TEST(Trywait, PredicateIsTheWaitersCondition) {
   auto q = TestQueue::with(SignalKind::kEventFd);
+  int fd = q->signal()->export_fd();
   q->publish(2);
   EXPECT_EQ(q->try_arm([&] { return q->available() >= 3; }), FI_SUCCESS);
   q->publish();
-  EXPECT_TRUE(fd_readable(q->signal()->fd()));
+  EXPECT_TRUE(fd_readable(fd));
 }
 
 TEST(Wait, ReturnsReadyAtOnceWhenThePredicateHolds) {
@@ -99,6 +101,37 @@ TEST(Wait, WokenByAProducerOnAnotherThread) {
     });
     EXPECT_EQ(q->wait([&] { return q->ready(); }, Deadline::after_ms(10000)), WaitStatus::kReady);
     t.join();
+  }
+}
+
+TEST(Wait, SeveralWaitersNeverStealEachOthersWakeups) {
+  // Waiter A wants 2 events, waiter B one. Each round publishes one event: B must wake for it,
+  // even though A wakes too, finds its predicate false and re-arms (draining the eventfd).
+  for (auto k : {SignalKind::kEventFd, SignalKind::kMutexCond}) {
+    auto q = TestQueue::with(k);
+    q->signal()->export_fd();  // an application also holds the fd: drains really happen
+    std::atomic<bool> stop{false};
+    std::thread a([&] {
+      while (!stop.load())
+        q->wait([&] { return q->available() >= 2 || stop.load(); }, Deadline::after_ms(50));
+    });
+    int lost = 0;
+    for (int round = 0; round < 2000; ++round) {
+      std::atomic<bool> woke{false};
+      std::thread b([&] {
+        auto st = q->wait([&] { return q->available() >= 1; }, Deadline::after_ms(2000));
+        woke = st == WaitStatus::kReady;
+      });
+      if (round % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      q->publish();
+      b.join();
+      if (!woke) ++lost;
+      ASSERT_TRUE(q->take());
+    }
+    stop = true;
+    q->interrupt();
+    a.join();
+    EXPECT_EQ(lost, 0) << "lost wakeups";
   }
 }
 
