@@ -92,7 +92,7 @@ struct Stats {
 
 }  // namespace
 
-// ---- creation and membership ----------------------------------------------------------------
+// ---- creation and membership ------------------------------------------------------------------
 
 TEST(Worker, BadOptionsAreRejected) {
   Options o;
@@ -208,7 +208,7 @@ TEST(Worker, ArmRunsOneProgressStepAndIsBusyWhenItProducesEvents) {
   EXPECT_EQ(q->available(), 1u);
 }
 
-// ---- the file descriptor ------------------------------------------------------------------------
+// ---- the file descriptor ----------------------------------------------------------------------
 
 TEST(Worker, FileDescriptorIsSignaledByANewEventOnceArmedAndOnlyThen) {
   auto w = make_worker();
@@ -261,8 +261,7 @@ TEST(Worker, FileDescriptorBecomesReadableWhenAnEventComesFromAnotherThread) {
   EXPECT_TRUE(fd_readable(w->efd(), 5000));
 }
 
-// ---- signal
-// ---------------------------------------------------------------------------------------
+// ---- signal -----------------------------------------------------------------------------------
 
 TEST(Worker, SignalMakesTheFileDescriptorReadableEvenWithoutAnEvent) {
   auto w = make_worker();
@@ -313,8 +312,7 @@ TEST(Worker, SignalIsSafeFromAnyThread) {
   EXPECT_EQ(w->arm(), FI_SUCCESS);
 }
 
-// ---- wait
-// -----------------------------------------------------------------------------------------
+// ---- wait -------------------------------------------------------------------------------------
 
 TEST(Worker, WaitReturnsWhenAnEventHappensOnAnotherThread) {
   auto w = make_worker();
@@ -471,8 +469,7 @@ TEST(Worker, AWriterThatStoresThenSignalsEndsWaitMemAtOnce) {
   }
 }
 
-// ---- progress
-// -------------------------------------------------------------------------------------
+// ---- progress ---------------------------------------------------------------------------------
 
 TEST(Worker, ProgressReturnsTheNumberOfEventsProduced) {
   CountingProgress p;
@@ -579,7 +576,7 @@ TEST(Worker, NoSignalIsLostAcrossThreads) {
   EXPECT_EQ(timeouts, 0) << "a signal was lost at " << seen;
 }
 
-// ---- wake-up latency (printed; bounds are loose sanity checks) ---------------------------------
+// ---- wake-up latency (printed; bounds are loose sanity checks) --------------------------------
 
 namespace {
 
