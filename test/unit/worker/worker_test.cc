@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -450,8 +451,8 @@ TEST(Worker, WaitMemTimesOut) {
 }
 
 TEST(Worker, AWriterThatStoresThenSignalsEndsWaitMemAtOnce) {
-  // A store that lands while wait_mem is between its spin and its first sleep is noticed by the
-  // read after arming, without waiting for a slice.
+  // Wherever the store lands (before wait_mem reads the address, during the arm, during the
+  // sleep), store-then-signal ends the wait at once: the slices here are 1 s.
   Options o;
   o.spin_ns = 0;
   o.slice_min_ns = o.slice_max_ns = 1'000 * kMs;
@@ -467,6 +468,27 @@ TEST(Worker, AWriterThatStoresThenSignalsEndsWaitMemAtOnce) {
     EXPECT_TRUE(r == Wake::kMemory || r == Wake::kSignal);
     EXPECT_LT(std::chrono::steady_clock::now() - t0, 500ms) << "round " << i;
   }
+}
+
+TEST(Worker, WaitMemUsesUmwaitExactlyWhenTheCpuHasWaitpkg) {
+  // cpuid leaf 7 ECX bit 5 is what the kernel reports as the "waitpkg" flag.
+  FILE* f = std::fopen("/proc/cpuinfo", "r");
+  ASSERT_NE(f, nullptr);
+  bool listed = false;
+  char line[8192];
+  while (std::fgets(line, sizeof(line), f))
+    if (std::strncmp(line, "flags", 5) == 0) {
+      listed = std::strstr(line, " waitpkg") != nullptr;
+      break;
+    }
+  std::fclose(f);
+  EXPECT_EQ(Worker::cpu_has_waitpkg(), listed);
+  EXPECT_EQ(make_worker()->spins_with_umwait(), listed);
+  Options o;
+  o.use_umwait = false;
+  EXPECT_FALSE(make_worker(nullptr, o)->spins_with_umwait());
+  std::printf("[info] WAITPKG %s: wait_mem spins with %s\n", listed ? "present" : "absent",
+              listed ? "UMWAIT" : "PAUSE");
 }
 
 // ---- progress ---------------------------------------------------------------------------------
