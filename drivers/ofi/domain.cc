@@ -22,7 +22,7 @@ fi_ops g_domain_fi_ops = {
     .close = domain_close,
     .bind = enosys<decltype(fi_ops::bind)>,
     .control = enosys<decltype(fi_ops::control)>,
-    .ops_open = enosys<decltype(fi_ops::ops_open)>,
+    .ops_open = domain_ops_open,
     .tostr = nullptr,
     .ops_set = enosys<decltype(fi_ops::ops_set)>,
 };

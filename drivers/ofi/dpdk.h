@@ -110,6 +110,9 @@ inline uint32_t api_version(const Fabric* f) noexcept { return f->fid.api_versio
 int fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context) noexcept;
 int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain, void* context) noexcept;
 int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context) noexcept;
+/// fi_open_ops on a domain (worker.cc): FI_DPDK_WORKER_OPS ("dpdk_worker_v1") gives the
+/// struct fi_dpdk_worker_ops of <rdma/fi_ext_dpdk.h>; -FI_ENOSYS for any other name.
+int domain_ops_open(fid* f, const char* name, uint64_t flags, void** ops, void* context) noexcept;
 
 // ---- waitable objects: CQ (cq.cc), EQ (eq.cc), counter (cntr.cc) ---------------------------
 
