@@ -488,6 +488,7 @@ TEST(CqOverrun, RmDisabledCallsTheHandlerWithTheDroppedEntriesAndReportsEoverrun
   cq->set_overrun_handler(log_overrun, &log);
   std::array<CqEntry, 10> in;
   for (size_t i = 0; i < in.size(); ++i) in[i] = entry(i);
+  const int fd = cq->signal()->export_fd();  // as FI_GETWAIT hands it out
   ASSERT_EQ(cq->try_arm(), FI_SUCCESS);
 
   EXPECT_EQ(cq->write_burst(in.data(), in.size()), 7u);
@@ -497,7 +498,7 @@ TEST(CqOverrun, RmDisabledCallsTheHandlerWithTheDroppedEntriesAndReportsEoverrun
   ASSERT_EQ(log.dropped.size(), 3u);
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(log.dropped[i].op_context, ctx(7 + i));
   EXPECT_FALSE(log.error);
-  EXPECT_TRUE(fd_readable(cq->signal()->fd())) << "the armed reader is woken";
+  EXPECT_TRUE(fd_readable(fd)) << "the armed reader is woken";
 
   // Fatal: nothing more is accepted, and the handler is not called again.
   EXPECT_EQ(cq->write_burst(in.data(), 1), 0u);
@@ -886,7 +887,7 @@ TEST(CqSignal, DataReadableAtTheSignalIsReturned) {
 // to block (armed by fi_trywait), and a busy-polled CQ costs no syscall: not readable otherwise.
 TEST(CqWaitFd, FdReadableAfterAWriteToAnArmedCqAndOnlyThen) {
   auto cq = make_cq({}, SignalKind::kEventFd);
-  int fd = cq->signal()->fd();
+  int fd = cq->signal()->export_fd();  // what FI_GETWAIT hands out
   ASSERT_GE(fd, 0);
   EXPECT_FALSE(fd_readable(fd));
   ASSERT_TRUE(cq->write(ctx(1), FI_SEND));
@@ -905,7 +906,7 @@ TEST(CqWaitFd, FdReadableAfterAWriteToAnArmedCqAndOnlyThen) {
 // on the wait object is safe. The arm drains the signal before it checks (DESIGN.md C1).
 TEST(CqWaitFd, TryArmIsBusyWhenNotEmptyAndDrainsTheFdWhenEmpty) {
   auto cq = make_cq({}, SignalKind::kEventFd);
-  int fd = cq->signal()->fd();
+  int fd = cq->signal()->export_fd();  // what FI_GETWAIT hands out
   ASSERT_TRUE(cq->write(ctx(1), FI_SEND));
   EXPECT_EQ(cq->try_arm(), -FI_EAGAIN);
   EXPECT_FALSE(cq->armed());
