@@ -17,7 +17,9 @@
 namespace dpfab::ofi {
 namespace {
 
-constexpr uint64_t kCaps = FI_MSG | FI_SEND | FI_RECV;
+constexpr uint64_t kCaps = FI_MSG | FI_SEND | FI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM;
+// Peers on the same box (memif, ring) and on other hosts (NICs, veth) alike.
+constexpr uint64_t kDomainCaps = FI_LOCAL_COMM | FI_REMOTE_COMM;
 constexpr size_t kHeaders = 14 + 20 + 8 + 16;  // Ethernet + IPv4 + UDP + dpfab header
 constexpr size_t kDefaultMtu = 1500;
 
@@ -34,7 +36,7 @@ void fill(fi_info* out, const config::Config& cfg, const std::string& domain_nam
   out->mode = 0;
   out->addr_format = FI_FORMAT_UNSPEC;
 
-  out->tx_attr->caps = kCaps & ~FI_RECV;
+  out->tx_attr->caps = kCaps & ~FI_RECV & ~kDomainCaps;
   out->tx_attr->op_flags = 0;
   out->tx_attr->msg_order = 0;
   out->tx_attr->comp_order = FI_ORDER_NONE;
@@ -43,7 +45,7 @@ void fill(fi_info* out, const config::Config& cfg, const std::string& domain_nam
   out->tx_attr->iov_limit = 4;
   out->tx_attr->rma_iov_limit = 0;
 
-  out->rx_attr->caps = kCaps & ~FI_SEND;
+  out->rx_attr->caps = kCaps & ~FI_SEND & ~kDomainCaps;
   out->rx_attr->op_flags = 0;
   out->rx_attr->msg_order = 0;
   out->rx_attr->comp_order = FI_ORDER_NONE;
@@ -61,6 +63,7 @@ void fill(fi_info* out, const config::Config& cfg, const std::string& domain_nam
 
   auto* d = out->domain_attr;
   d->name = strdup(domain_name.c_str());
+  d->caps = kDomainCaps;
   d->threading = FI_THREAD_SAFE;
   d->control_progress = FI_PROGRESS_MANUAL;
   d->data_progress = cfg.lcores.empty() ? FI_PROGRESS_MANUAL : FI_PROGRESS_AUTO;
@@ -91,6 +94,7 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
   if (hints->caps) {
     out->caps = hints->caps;
     if (!(hints->caps & (FI_SEND | FI_RECV))) out->caps |= FI_SEND | FI_RECV;
+    if (!(hints->caps & kDomainCaps)) out->caps |= kDomainCaps;
   }
   // We require no mode bits; any the application offers are fine.
   if (hints->addr_format != FI_FORMAT_UNSPEC) return false;
@@ -135,7 +139,7 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
       out->domain_attr->mr_mode = d->mr_mode == FI_MR_BASIC ? FI_MR_BASIC : FI_MR_SCALABLE;
     }
     if (d->cq_data_size > out->domain_attr->cq_data_size) return false;
-    if (d->caps & ~(FI_LOCAL_COMM | FI_REMOTE_COMM)) return false;
+    if (d->caps & ~kDomainCaps) return false;  // FI_SHARED_AV and others: not offered
   } else if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
     out->domain_attr->mr_mode = FI_MR_SCALABLE;
   }
