@@ -642,8 +642,11 @@ TEST(WorkerLatency, EventToWaitAndToEfd) {
   auto efd_stats = measure(
       200, 2ms,
       [&](int) {
-        ASSERT_EQ(w->arm(), FI_SUCCESS);
-        ASSERT_TRUE(fd_readable(w->efd(), 5000));
+        // On a loaded machine the waker may publish before this thread arms: arm() is then
+        // rightly busy, and the event is simply taken.
+        int r = w->arm();
+        ASSERT_TRUE(r == FI_SUCCESS || r == -FI_EBUSY) << r;
+        if (r == FI_SUCCESS) ASSERT_TRUE(fd_readable(w->efd(), 5000));
         ASSERT_TRUE(q->take());
       },
       [&](int) { q->publish(); });
