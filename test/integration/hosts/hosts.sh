@@ -4,7 +4,7 @@
 # Several "hosts" on one box, for integration tests of dpfab's data path.
 #
 # A host is a network namespace with one interface, dp0, that has an IPv4 address in
-# 10.199.<set>.0/24 (traffic stays on this machine) and a fixed MAC 02:64:70:<set>:00:<host+1>.
+# 10.199.<set>.0/24 (traffic stays on this machine) and a fixed MAC 02:64:68:<set>:00:<host+1>.
 # Two hosts are joined by a veth pair; one or more than two by veth pairs to a bridge (br0) in a
 # namespace of its own. Names are dpfab-<owner pid>-<owner start time>-<set>-h<i> (and -br): the
 # owner is the process the hosts belong to; the start time (field 22 of /proc/<pid>/stat) tells
@@ -178,7 +178,7 @@ _hosts_create_set() {
     fi
     for ((i = 0; i < n; i++)); do
       ns=${nss[i]}
-      mac=$(printf '02:64:70:%02x:00:%02x' $((set % 256)) $((i + 1)))
+      mac=$(printf '02:64:68:%02x:00:%02x' $((set % 256)) $((i + 1)))
       _hosts_do ip -n "$ns" link set "$HOSTS_IFACE" address "$mac" || return 1
       [ "$mtu" -gt 0 ] && { _hosts_do ip -n "$ns" link set "$HOSTS_IFACE" mtu "$mtu" || return 1; }
       if [ "$kernel_ip" = yes ]; then
@@ -206,7 +206,7 @@ _hosts_create_set() {
   mkdir -p "$(_hosts_tmpdir "$owner" "$start")"
   echo "set $set"
   for ((i = 0; i < n; i++)); do
-    printf 'host %d %s %s %s 24 02:64:70:%02x:00:%02x\n' "$i" "${nss[i]}" "$HOSTS_IFACE" \
+    printf 'host %d %s %s %s 24 02:64:68:%02x:00:%02x\n' "$i" "${nss[i]}" "$HOSTS_IFACE" \
       "$subnet.$((i + 1))" $((set % 256)) $((i + 1))
   done
   [ -n "$br" ] && echo "bridge $br"
