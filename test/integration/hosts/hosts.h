@@ -275,7 +275,7 @@ inline std::string hosts_sh() {
 #ifdef DPFAB_HOSTS_SH
   return DPFAB_HOSTS_SH;
 #else
-  return "test/integration/hosts/hosts.sh";
+  return "hosts.sh";  // not built by meson: set DPFAB_HOSTS_SH
 #endif
 }
 
@@ -466,7 +466,8 @@ class Hosts {
   }
 
   /// Starts argv inside host i in the background; see spawn(). `ip netns exec` execs the
-  /// command, so Process::pid() is the command's own pid.
+  /// command, so Process::pid() is the command's own pid; it enters the namespace a moment
+  /// after this returns (`ip netns pids` lists it from then on).
   Process spawn(size_t i, std::vector<std::string> argv, const std::vector<std::string>& env = {},
                 const std::string& log = "/dev/null") const {
     return hosts::spawn(in_ns(i, std::move(argv)), env, log);

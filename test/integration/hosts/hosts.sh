@@ -262,13 +262,16 @@ _hosts_start_reaper() {
 # ---------------------------------------------------------------------------------------------
 # The library (for bash tests that source this file).
 
-HOSTS_OWNER=$$
-HOSTS_OWNER_START=$(_hosts_starttime $$)
-HOSTS_NEXT_SET=${HOSTS_NEXT_SET:-0}
-HOSTS_PIDS=()
-HOSTS_REAPER=""
-HOSTS_TRAPS=""
-HOSTS_MEMIF_NEXT=0
+# Sourcing the file again keeps the state of the first time (sets, pids, traps, reaper).
+if [ -z "${HOSTS_OWNER:-}" ] || [ "$HOSTS_OWNER" != $$ ]; then
+  HOSTS_OWNER=$$
+  HOSTS_OWNER_START=$(_hosts_starttime $$)
+  HOSTS_NEXT_SET=${HOSTS_NEXT_SET:-0}
+  HOSTS_PIDS=()
+  HOSTS_REAPER=""
+  HOSTS_TRAPS=""
+  HOSTS_MEMIF_NEXT=0
+fi
 
 # hosts_create [N] [-n N] [--mtu M] [--queues Q] [--subnet A.B.C] [--no-kernel-ip] [--ipv6]
 # Creates N hosts (default 2) as a new set and describes it in:

@@ -56,6 +56,16 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+/// Waits up to 5 s for pid to be in namespace ns (`ip netns exec` enters it, then execs).
+bool wait_inside(const std::string& ns, pid_t pid) {
+  for (auto deadline = Clock::now() + 5s; Clock::now() < deadline;) {
+    RunResult pids = run({"ip", "netns", "pids", ns});
+    if (contains("\n" + pids.out, "\n" + std::to_string(pid) + "\n")) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return false;
+}
+
 std::string dpfab_info() {
   const char* p = std::getenv("DPFAB_INFO");
   return p ? p : "";
@@ -218,9 +228,7 @@ TEST_F(InAHost, ASpawnedProcessRunsInTheHostAndIsStopped) {
   ASSERT_TRUE(h.ok()) << h.error();
   Process p = h.spawn(0, {"sleep", "30"});
   ASSERT_GT(p.pid(), 0);
-  std::this_thread::sleep_for(100ms);
-  RunResult pids = run({"ip", "netns", "pids", h[0].ns});
-  EXPECT_TRUE(contains("\n" + pids.out, "\n" + std::to_string(p.pid()) + "\n")) << pids.out;
+  EXPECT_TRUE(wait_inside(h[0].ns, p.pid())) << run({"ip", "netns", "pids", h[0].ns}).out;
   EXPECT_TRUE(p.running());
   EXPECT_EQ(p.stop(), 128 + SIGTERM);
   EXPECT_FALSE(p.running());
@@ -232,6 +240,7 @@ TEST_F(InAHost, DestroyEndsWhatStillRunsInTheHosts) {
   ASSERT_TRUE(h->ok()) << h->error();
   Process p = h->spawn(1, {"sleep", "30"});
   ASSERT_GT(p.pid(), 0);
+  ASSERT_TRUE(wait_inside((*h)[1].ns, p.pid()));
   auto names = h->namespaces();
   h.reset();
   EXPECT_EQ(p.wait(5s), 128 + SIGTERM);

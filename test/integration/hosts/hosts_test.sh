@@ -8,7 +8,7 @@
 set -uo pipefail
 here=$(dirname "$(readlink -f "$0")")
 hosts_sh=$here/hosts.sh
-# shellcheck source=hosts.sh
+# shellcheck source=SCRIPTDIR/hosts.sh
 source "$hosts_sh"
 
 passed=0 failed=0
@@ -51,7 +51,9 @@ contains() { grep -qE -- "$2" <<<"$1"; }
 ping_ok() { hosts_exec "$1" ping -c1 -W1 "${@:3}" "$2" >/dev/null 2>&1; }
 
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# hosts.sh chains its own cleanup to this trap. dpfab-other-<pid> is a namespace this test makes
+# to check that cleanup-stale leaves foreign names alone.
+trap 'rm -rf "$tmp"; ip netns del "dpfab-other-$$" 2>/dev/null' EXIT
 
 # --- two hosts over a veth pair -------------------------------------------------------------
 check "hosts_create 2 succeeds" hosts_create 2
@@ -89,8 +91,16 @@ check "the command prints the same spec" \
 # --- background commands --------------------------------------------------------------------
 hosts_spawn 0 sleep 30
 pid=$HOSTS_PID
-check "a spawned command runs inside the host's namespace" \
-  contains "$(ip netns pids "${HOSTS_NS[0]}")" "^$pid\$"
+# `ip netns exec` enters the namespace, then execs: wait for it to get there.
+in_ns() {
+  local i
+  for ((i = 0; i < 100; i++)); do
+    contains "$(ip netns pids "$1")" "^$2\$" && return 0
+    sleep 0.05
+  done
+  return 1
+}
+check "a spawned command runs inside the host's namespace" in_ns "${HOSTS_NS[0]}" "$pid"
 rc=0
 hosts_wait "$pid" 1 || rc=$?
 check "hosts_wait stops it after its timeout and returns 124 (rc=$rc)" test "$rc" -eq 124

@@ -10,7 +10,7 @@
 # five seconds per case: run it alone.
 set -uo pipefail
 here=$(dirname "$(readlink -f "$0")")
-# shellcheck source=hosts.sh
+# shellcheck source=SCRIPTDIR/hosts.sh
 source "$here/hosts.sh"
 
 passed=0 failed=0
