@@ -7,11 +7,12 @@ set -euo pipefail
 
 packages=(
   build-essential meson ninja-build pkg-config
-  libdpdk-dev dpdk                   # DPDK 22.11: headers, PMDs, dpdk-testpmd, dpdk-telemetry.py
+  libdpdk-dev dpdk                   # DPDK 22.11: headers, PMDs, dpdk-telemetry.py
+  dpdk-dev                           # dpdk-testpmd (traffic checks of the test hosts)
   libfabric-dev libfabric-bin        # libfabric 1.17 core, fi_info, fi_pingpong
   libgtest-dev libgmock-dev libbenchmark-dev
   libnuma-dev
-  iproute2                           # ip netns / veth for multi-host tests
+  iproute2 iputils-ping              # ip netns / veth test hosts, ping between them
   clang-format                       # the format check
   clang libclang-rt-14-dev           # ThreadSanitizer builds and libFuzzer targets
   spin                               # the Promela model of the arm/trywait protocol
