@@ -25,8 +25,9 @@
 // whose slot a later insertion may reuse, and a never-used slot ends a probe. Each slot has a
 // sequence lock: the writer makes the sequence odd, writes the fields, makes it even again; a
 // reader reads the sequence, the fields, the sequence again, and retries if it changed or was odd.
-// A reader therefore never sees a torn MAC or a MAC paired with another address or state. Readers
-// may retry while the writer rewrites that one slot (a few stores), never longer.
+// A reader therefore never sees a torn MAC or a MAC paired with another address or state. A reader
+// retries only while the writer is rewriting the very slot it reads (a few stores); it never
+// waits for a thread that could be descheduled holding anything.
 //
 // An application thread cannot create entries itself: request_resolve() leaves the address in a
 // small lock-free mailbox that the writer drains at its next tick_st(), which then creates the
