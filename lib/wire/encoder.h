@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// The frame encoder: writes the Ethernet, IPv4, UDP and dpfab headers (format.h) in front of a
+// payload, with the checksums either computed in software or left to the NIC.
+//
+// Two front-ends share one header writer:
+//   encode_frame  a raw buffer whose payload is already in place at kPayloadOffset (tests, fuzz,
+//                 and any path that builds frames without mbufs);
+//   encode_mbuf   an rte_mbuf (possibly a chain) that holds only the payload; the headers are
+//                 prepended in the first segment's headroom.
+// Both derive the payload length from the buffer (header.payload_len is ignored and written from
+// the length), so a header can never disagree with the frame.
+//
+// Neither needs EAL: they use only DPDK's inline checksum and mbuf helpers.
+// Thread safety: none needed; each call touches only its own buffer.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "wire/format.h"
+
+struct rte_mbuf;
+
+namespace dpfab::wire {
+
+/// Which checksums the NIC computes on transmit. Build it from the tx offloads the port was
+/// *configured* with (rte_eth_conf.txmode.offloads), not merely those it is capable of.
+struct TxChecksumCaps {
+  bool ipv4 = false;  ///< RTE_ETH_TX_OFFLOAD_IPV4_CKSUM
+  bool udp = false;   ///< RTE_ETH_TX_OFFLOAD_UDP_CKSUM
+
+  /// From a RTE_ETH_TX_OFFLOAD_* mask.
+  static TxChecksumCaps from_offloads(uint64_t tx_offloads) noexcept;
+};
+
+/// Encodes a whole frame in a raw buffer: frame[kPayloadOffset, frame.size()) already holds the
+/// payload; writes the 74 header bytes in front of it with both checksums computed in software.
+/// IPv4: IHL 5, DF set, TTL 64, identification `ip_id`. `h` is written as given except
+/// payload_len, which becomes frame.size() - kOverhead.
+/// @return 0 on success; -EINVAL if frame.size() < kOverhead, if h.version != kVersion, h.type is
+///         not type_accepted(), or h.flags has bits outside kKnownFlags (we never send what we
+///         would reject); -EMSGSIZE if the payload exceeds kMaxPayload. Nothing is written on
+///         error.
+[[nodiscard]] int encode_frame(std::span<uint8_t> frame, const Route& route, const Header& h,
+                               uint16_t ip_id) noexcept;
+
+/// Prepends the 74 header bytes to `m`, whose pkt_len bytes (in one segment or a chain) are the
+/// payload. Checksums the NIC computes per `caps` are prepared for offload: ol_flags gets
+/// RTE_MBUF_F_TX_IPV4 plus RTE_MBUF_F_TX_IP_CKSUM and/or RTE_MBUF_F_TX_UDP_CKSUM, l2_len and
+/// l3_len are set, the IPv4 checksum field is left 0 and the UDP one holds the pseudo-header sum
+/// (rte_ipv4_phdr_cksum); the others are computed in software (over the whole chain). Other TX
+/// checksum flags in ol_flags are cleared. Fields as for encode_frame.
+/// @return 0 on success; -EINVAL as for encode_frame (or m == nullptr); -ENOSPC when the first
+///         segment has less than kOverhead bytes of headroom; -EMSGSIZE if the payload exceeds
+///         kMaxPayload. `m` is unchanged on error.
+[[nodiscard]] int encode_mbuf(rte_mbuf* m, const Route& route, const Header& h, uint16_t ip_id,
+                              TxChecksumCaps caps) noexcept;
+
+}  // namespace dpfab::wire

@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// The dpfab frame format. Every frame dpfab sends is an ordinary UDP datagram, so that it crosses
+// veth pairs, bridges and routers and tcpdump/tshark can capture it:
+//
+//   offset  size  what
+//        0    14  Ethernet II: destination MAC, source MAC, ethertype 0x0800 (no VLAN tag)
+//       14    20  IPv4: version 4, IHL 5 (we send no options; we accept them), DF set, TTL 64,
+//                 protocol 17, header checksum
+//       34     8  UDP: source port, destination port, length, checksum (RFC 768)
+//       42    32  the dpfab header (below)
+//       74     n  payload, n = dpfab payload_len = UDP length - 8 - 32
+//
+// A UDP port names a dpfab port's listener; the endpoint id in the dpfab header names the endpoint
+// behind it (wire::Address is {MAC, IPv4, UDP port, endpoint id}).
+//
+// The dpfab header: 32 bytes, every multi-byte field in network byte order (big-endian).
+//
+//   offset  size  field        meaning
+//        0     1  version      kVersion (1). A receiver rejects any other value: a new layout
+//                              gets a new version.
+//        1     1  type         what the frame carries (Type). Unknown types are rejected.
+//        2     2  flags        Flag bits; bits a receiver does not know are rejected, so a flag
+//                              that changes the meaning of a frame cannot be silently ignored.
+//        4     2  src_ep       endpoint id of the sender, within its UDP port
+//        6     2  dst_ep       endpoint id of the receiver, within the destination UDP port
+//        8     4  payload_len  bytes of payload after the header; always UDP length - 8 - 32
+//       12     4  seq          reliability: sequence number of this frame (RDM issue); 0 for now
+//       16     4  ack          reliability: cumulative acknowledgement (RDM issue); 0 for now
+//       20     4  msg_id       the message this frame belongs to (RDM issue); 0 for now
+//       24     8  cq_data      remote CQ data (fi_senddata); meaningful when kHasCqData is set,
+//                              0 otherwise
+//
+// Header is the host-byte-order view of these 32 bytes; write_header()/read_header() convert.
+#pragma once
+
+#include <rte_ether.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace dpfab::wire {
+
+inline constexpr size_t kEthHdrLen = 14;   ///< Ethernet II, untagged
+inline constexpr size_t kIpv4HdrLen = 20;  ///< IPv4 without options (what we send)
+inline constexpr size_t kUdpHdrLen = 8;
+inline constexpr size_t kHeaderLen = 32;  ///< the dpfab header
+/// Bytes in front of the payload of a frame we send: 14 + 20 + 8 + 32 = 74.
+inline constexpr size_t kOverhead = kEthHdrLen + kIpv4HdrLen + kUdpHdrLen + kHeaderLen;
+/// The part of kOverhead that counts against the (L3) MTU: 20 + 8 + 32 = 60.
+inline constexpr size_t kL3Overhead = kOverhead - kEthHdrLen;
+
+// Offsets of the headers in a frame we send (no IPv4 options).
+inline constexpr size_t kIpv4Offset = kEthHdrLen;
+inline constexpr size_t kUdpOffset = kIpv4Offset + kIpv4HdrLen;
+inline constexpr size_t kHeaderOffset = kUdpOffset + kUdpHdrLen;
+inline constexpr size_t kPayloadOffset = kHeaderOffset + kHeaderLen;
+
+/// The largest IPv4 datagram (total length is 16 bits).
+inline constexpr size_t kMaxIpv4TotalLen = 65535;
+/// The largest payload any frame can carry, whatever the MTU.
+inline constexpr size_t kMaxPayload = kMaxIpv4TotalLen - kL3Overhead;
+
+/// The largest payload of one frame on a port with this MTU (the L3 MTU, as rte_eth_dev_get_mtu
+/// reports it: 1500 for standard Ethernet, so 1440). 0 when the MTU cannot hold the headers.
+constexpr size_t max_payload(uint32_t mtu) noexcept {
+  if (mtu <= kL3Overhead) return 0;
+  size_t p = mtu - kL3Overhead;
+  return p < kMaxPayload ? p : kMaxPayload;
+}
+
+inline constexpr uint8_t kVersion = 1;
+inline constexpr uint8_t kIpTtl = 64;
+inline constexpr uint16_t kEtherTypeIpv4 = 0x0800;
+inline constexpr uint16_t kEtherTypeArp = 0x0806;
+inline constexpr uint16_t kEtherTypeVlan = 0x8100;  ///< 802.1Q
+inline constexpr uint16_t kEtherTypeQinQ = 0x88a8;  ///< 802.1ad
+inline constexpr uint8_t kIpProtoUdp = 17;
+
+/// What a frame carries (header byte 1). 0 is never valid.
+enum class Type : uint8_t {
+  kData = 1,  ///< payload of a message (today: the whole message)
+  // Reserved for the RDM (reliability) issue; rejected until it implements them:
+  kAck = 2,         ///< acknowledges frames up to `ack`
+  kNack = 3,        ///< asks for retransmission from `ack`
+  kConnReq = 4,     ///< connection request
+  kConnResp = 5,    ///< connection response
+  kDisconnect = 6,  ///< connection teardown
+};
+
+/// Whether a receiver accepts frames of this type. The RDM issue adds its types here when it
+/// implements them; until then a reserved type is as unknown as any other value.
+constexpr bool type_accepted(uint8_t t) noexcept { return t == static_cast<uint8_t>(Type::kData); }
+
+/// Header flag bits (header bytes 2-3).
+enum Flag : uint16_t {
+  kHasCqData = 1u << 0,  ///< cq_data carries remote CQ data for the receiver's completion
+};
+/// Every flag a receiver understands; frames with any other bit set are rejected.
+inline constexpr uint16_t kKnownFlags = kHasCqData;
+
+/// The dpfab header in host byte order. Field meanings: see the table at the top of this file.
+struct Header {
+  uint8_t version = kVersion;
+  Type type = Type::kData;
+  uint16_t flags = 0;
+  uint16_t src_ep = 0;
+  uint16_t dst_ep = 0;
+  uint32_t payload_len = 0;
+  uint32_t seq = 0;
+  uint32_t ack = 0;
+  uint32_t msg_id = 0;
+  uint64_t cq_data = 0;
+
+  friend bool operator==(const Header&, const Header&) = default;
+};
+
+/// Where a frame goes and where it comes from: the Ethernet, IPv4 and UDP addresses. Addresses
+/// and ports are in network byte order, as in wire::Address.
+struct Route {
+  rte_ether_addr src_mac{};
+  rte_ether_addr dst_mac{};
+  uint32_t src_ip_be = 0;
+  uint32_t dst_ip_be = 0;
+  uint16_t src_port_be = 0;
+  uint16_t dst_port_be = 0;
+};
+
+// Unaligned big-endian loads and stores (frames are at any alignment).
+inline uint16_t load_be16(const uint8_t* p) noexcept {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return __builtin_bswap16(v);
+}
+inline uint32_t load_be32(const uint8_t* p) noexcept {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return __builtin_bswap32(v);
+}
+inline uint64_t load_be64(const uint8_t* p) noexcept {
+  uint64_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return __builtin_bswap64(v);
+}
+inline void store_be16(uint8_t* p, uint16_t v) noexcept {
+  v = __builtin_bswap16(v);
+  std::memcpy(p, &v, sizeof(v));
+}
+inline void store_be32(uint8_t* p, uint32_t v) noexcept {
+  v = __builtin_bswap32(v);
+  std::memcpy(p, &v, sizeof(v));
+}
+inline void store_be64(uint8_t* p, uint64_t v) noexcept {
+  v = __builtin_bswap64(v);
+  std::memcpy(p, &v, sizeof(v));
+}
+/// Network-order fields copied as they are (addresses and ports kept in network order).
+inline uint16_t load_raw16(const uint8_t* p) noexcept {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+inline uint32_t load_raw32(const uint8_t* p) noexcept {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+/// Writes the 32 header bytes at `p`, exactly as given (no validation).
+inline void write_header(uint8_t* p, const Header& h) noexcept {
+  p[0] = h.version;
+  p[1] = static_cast<uint8_t>(h.type);
+  store_be16(p + 2, h.flags);
+  store_be16(p + 4, h.src_ep);
+  store_be16(p + 6, h.dst_ep);
+  store_be32(p + 8, h.payload_len);
+  store_be32(p + 12, h.seq);
+  store_be32(p + 16, h.ack);
+  store_be32(p + 20, h.msg_id);
+  store_be64(p + 24, h.cq_data);
+}
+
+/// Reads the 32 header bytes at `p` (no validation: the decoder validates).
+inline Header read_header(const uint8_t* p) noexcept {
+  Header h;
+  h.version = p[0];
+  h.type = static_cast<Type>(p[1]);
+  h.flags = load_be16(p + 2);
+  h.src_ep = load_be16(p + 4);
+  h.dst_ep = load_be16(p + 6);
+  h.payload_len = load_be32(p + 8);
+  h.seq = load_be32(p + 12);
+  h.ack = load_be32(p + 16);
+  h.msg_id = load_be32(p + 20);
+  h.cq_data = load_be64(p + 24);
+  return h;
+}
+
+}  // namespace dpfab::wire

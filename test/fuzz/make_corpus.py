@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
+#
+# Writes the seed corpora of the fuzz targets (test/fuzz/corpus/<target>/), hand-made frames built
+# here independently of lib/wire (own checksum code), each named "<expected verdict>--<what>" so
+# that the corpus runner also checks the verdict. The files are checked in; run this again only to
+# change them:  python3 test/fuzz/make_corpus.py
+import os
+import shutil
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+MAC1 = bytes.fromhex("020000000001")
+MAC2 = bytes.fromhex("020000000002")  # the ARP target's own MAC
+MAC3 = bytes.fromhex("020000000003")
+BCAST = b"\xff" * 6
+IP1 = bytes([10, 0, 0, 1])
+IP2 = bytes([10, 0, 0, 2])  # the ARP target's own address
+IP3 = bytes([10, 0, 0, 3])
+
+
+def csum(b):
+    if len(b) % 2:
+        b += b"\0"
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return (~s) & 0xFFFF
+
+
+def frame(payload=b"hello dpfab!", *, version=1, typ=1, flags=1, plen=None, udp_len=None,
+          ip_total=None, ip_vhl=0x45, options=b"", frag=0x4000, proto=17, ip_ck=None,
+          udp_ck=None, ethertype=0x0800, pad=b"", cq_data=0x1122334455667788):
+    hdr = struct.pack("!BBHHHIIIIQ", version, typ, flags, 3, 7,
+                      len(payload) if plen is None else plen, 1, 2, 3, cq_data)
+    ulen = 8 + len(hdr) + len(payload) if udp_len is None else udp_len
+    body = hdr + payload
+    ph = IP1 + IP2 + struct.pack("!BBH", 0, 17, ulen)
+    u = struct.pack("!HHHH", 9228, 9229, ulen, 0)
+    if udp_ck is None:
+        c = csum(ph + u + body)
+        udp_ck = 0xFFFF if c == 0 else c
+    u = struct.pack("!HHHH", 9228, 9229, ulen, udp_ck)
+    ihl = 20 + len(options)
+    total = ihl + 8 + len(body) if ip_total is None else ip_total
+    ip = struct.pack("!BBHHHBBH4s4s", ip_vhl, 0, total, 0x1234, frag, 64, proto, 0, IP1, IP2)
+    ip += options
+    if ip_ck is None:
+        ip_ck = csum(ip)
+    ip = ip[:10] + struct.pack("!H", ip_ck) + ip[12:]
+    return MAC2 + MAC1 + struct.pack("!H", ethertype) + ip + u + body + pad
+
+
+def arp(op, sha, spa, tha, tpa, *, eth_dst=None, htype=1, ptype=0x0800, hlen=6, plen=4):
+    a = struct.pack("!HHBBH", htype, ptype, hlen, plen, op) + sha + spa + tha + tpa
+    f = (eth_dst or BCAST) + sha + b"\x08\x06" + a
+    return f + b"\0" * max(0, 60 - len(f))
+
+
+def decoder_corpus():
+    good = frame()
+    c = {
+        "data--golden": good,
+        "data--empty-payload": frame(b""),
+        "data--odd-payload": frame(b"abc"),
+        "data--no-cq-data": frame(flags=0, cq_data=0),
+        "data--ip-options": frame(options=b"\x01\x01\x01\x00", ip_vhl=0x46),
+        "data--udp-checksum-zero": frame(udp_ck=0),
+        "data--ethernet-padding": frame(b"", pad=b"\0" * 6),
+        "data--df-clear": frame(frag=0),
+        "data--1400-bytes": frame(bytes(range(256)) * 5 + bytes(120)),
+        "arp--request": arp(1, MAC1, IP1, b"\0" * 6, IP2),
+        "eth-truncated--empty": b"",
+        "eth-truncated--13-bytes": good[:13],
+        "vlan--8100": frame(ethertype=0x8100),
+        "vlan--88a8": frame(ethertype=0x88A8),
+        "ethertype--ipv6": frame(ethertype=0x86DD),
+        "ip-truncated--33-bytes": good[:33],
+        "ip-version--6": frame(ip_vhl=0x65),
+        "ip-header-length--ihl4": frame(ip_vhl=0x44),
+        "ip-checksum--flipped": frame(ip_ck=0x1234),
+        "ip-total-length--beyond-frame": frame(ip_total=len(good) - 14 + 1),
+        "ip-total-length--too-short": frame(ip_total=59),
+        "ip-total-length--truncated-frame": good[:-1],
+        "ip-fragment--more-fragments": frame(frag=0x2000),
+        "ip-fragment--offset": frame(frag=0x0001),
+        "ip-protocol--tcp": frame(proto=6),
+        "udp-length--long": frame(udp_len=8 + 32 + 13, udp_ck=0),
+        "udp-length--short": frame(udp_len=8 + 32 + 11, udp_ck=0),
+        "udp-checksum--wrong": frame(udp_ck=0x1234),
+        "header-version--2": frame(version=2),
+        "header-type--ack-reserved": frame(typ=2),
+        "header-type--zero": frame(typ=0),
+        "header-flags--unknown-bit": frame(flags=0x8000),
+        "payload-length--plus-one": frame(plen=13),
+        "payload-length--minus-one": frame(plen=11),
+    }
+    return c
+
+
+# ARP target records (see arp_fuzz.cc): op | (clock steps << 2), then the operation's bytes.
+def rec_frame(f, steps=0):
+    assert len(f) < 256
+    return bytes([0 | (steps << 2), len(f)]) + f
+
+
+def rec_resolve(ip, steps=0):
+    return bytes([1 | (steps << 2)]) + ip
+
+
+def rec_tick(steps=0):
+    return bytes([2 | (steps << 2)])
+
+
+def rec_learn(ip, mac, create, steps=0):
+    return bytes([3 | (steps << 2)]) + ip + mac + bytes([create])
+
+
+def arp_corpus():
+    req_for_us = arp(1, MAC1, IP1, b"\0" * 6, IP2)
+    reply_to_us = arp(2, MAC3, IP3, MAC2, IP2, eth_dst=MAC2)
+    resolve3 = rec_resolve(IP3) + rec_tick()
+    c = {
+        "request--for-us": rec_frame(req_for_us),
+        "request--for-someone-else": rec_frame(arp(1, MAC1, IP1, b"\0" * 6, IP3)),
+        "reply--completes-our-resolution": resolve3 + rec_frame(reply_to_us, 5) + rec_tick(63),
+        "reply--unsolicited-for-someone-else": rec_frame(arp(2, MAC3, IP3, MAC1, IP1)),
+        "request--gratuitous-from-known-peer": rec_learn(IP3, MAC1, 1)
+        + rec_frame(arp(1, MAC3, IP3, b"\0" * 6, IP3), 1),
+        "request--probe": rec_frame(arp(1, MAC1, b"\0" * 4, b"\0" * 6, IP2)),
+        "request--conflict-claims-our-address": rec_frame(arp(1, MAC3, IP2, b"\0" * 6, IP1)),
+        "request--fills-the-table": b"".join(
+            rec_frame(arp(1, bytes([2, 0, 0, 0, 1, i]), bytes([10, 0, 1, i]), b"\0" * 6, IP2))
+            for i in range(1, 11)),
+        "request--refresh-then-answer": rec_learn(IP3, MAC3, 1) + rec_tick(63) * 5
+        + rec_frame(arp(1, MAC3, IP3, b"\0" * 6, IP2)),
+        "truncated--27-bytes": rec_frame(req_for_us[:14 + 27]),
+        "hardware-type--ieee802": rec_frame(arp(1, MAC1, IP1, b"\0" * 6, IP2, htype=6)),
+        "protocol-type--ipv6": rec_frame(arp(1, MAC1, IP1, b"\0" * 6, IP2, ptype=0x86DD)),
+        "address-length--hlen8": rec_frame(arp(1, MAC1, IP1, b"\0" * 6, IP2, hlen=8)),
+        "opcode--rarp": rec_frame(arp(3, MAC1, IP1, b"\0" * 6, IP2)),
+        "sender--broadcast-mac": rec_frame(arp(1, BCAST, IP1, b"\0" * 6, IP2)),
+        "sender--multicast-ip": rec_frame(arp(1, MAC1, bytes([224, 0, 0, 1]), b"\0" * 6, IP2)),
+        "decoder-data--not-arp": rec_frame(frame()),
+        # Resolution that nobody answers: three requests, failed, forgotten, resolved again.
+        "none--unanswered-resolution": rec_resolve(IP3) + rec_tick()
+        + rec_tick(29) * 4 + rec_tick(63) * 2 + rec_resolve(IP3) + rec_tick(),
+        "none--full-mailbox": b"".join(rec_resolve(bytes([10, 1, i // 256, i % 256]))
+                                       for i in range(70)) + rec_tick() + rec_tick(),
+        "none--learn-and-expire": rec_learn(IP1, MAC1, 1) + rec_learn(IP3, MAC3, 0)
+        + rec_tick(63) * 8,
+    }
+    return c
+
+
+def write(target, corpus):
+    d = os.path.join(HERE, "corpus", target)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    for name, data in corpus.items():
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(data)
+    print(f"{target}: {len(corpus)} seeds")
+
+
+if __name__ == "__main__":
+    write("decoder", decoder_corpus())
+    write("arp", arp_corpus())
