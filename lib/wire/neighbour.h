@@ -26,8 +26,10 @@
 // sequence lock: the writer makes the sequence odd, writes the fields, makes it even again; a
 // reader reads the sequence, the fields, the sequence again, and retries if it changed or was odd.
 // A reader therefore never sees a torn MAC or a MAC paired with another address or state. A reader
-// retries only while the writer is rewriting the very slot it reads (a few stores); it never
-// waits for a thread that could be descheduled holding anything.
+// retries only while the writer is rewriting the very slot it reads (a few stores). The writer
+// never waits for readers. Strictly, a sequence lock is not lock-free for readers: if the writer
+// is preempted in the middle of those stores, readers of that one slot spin until it resumes (the
+// writer is the progress lcore, normally pinned; readers of other slots are unaffected).
 //
 // An application thread cannot create entries itself: request_resolve() leaves the address in a
 // small lock-free mailbox that the writer drains at its next tick_st(), which then creates the
