@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "progress/engine.h"
+
+#include <rdma/fi_errno.h>
+#include <rte_byteorder.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_pause.h>
+#include <sched.h>
+
+#include <map>
+#include <mutex>
+
+namespace dpfab::progress {
+namespace {
+
+constexpr uint16_t kBurst = 32;
+constexpr uint16_t kEphemeralFirst = 49152;
+
+// Process-lifetime registry, never destroyed (see lib/port: libfabric's cleanup runs from a
+// destructor).
+struct Registry {
+  std::mutex mutex;
+  std::map<uint16_t, std::unique_ptr<PortEngine>> engines;  // by port id
+};
+Registry& registry() {
+  static Registry* r = new Registry();
+  return *r;
+}
+
+}  // namespace
+
+PortEngine::PortEngine(port::Port* p)
+    : port_(p),
+      port_id_(p->info().port_id),
+      ipv4_be_(rte_cpu_to_be_32(p->info().ipv4)),
+      tx_caps_(),  // ports are configured without TX offloads: checksums in software
+      demux_(new std::atomic<proto::Receiver*>[65536]) {
+  for (size_t i = 0; i < 65536; ++i) demux_[i].store(nullptr, std::memory_order_relaxed);
+}
+
+Result<PortEngine*> PortEngine::of(port::Port* p) {
+  if (!p || !p->info().created || !p->mempool())
+    return make_error(-FI_ENODEV, "port is owned by the application: no data path on it");
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  auto& slot = r.engines[p->info().port_id];
+  if (!slot) {
+    slot.reset(new (std::nothrow) PortEngine(p));
+    if (!slot) return make_error(-FI_ENOMEM, "port engine: out of memory");
+  }
+  return slot.get();
+}
+
+void PortEngine::close_all() noexcept {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  r.engines.clear();
+}
+
+int PortEngine::bind(uint16_t udp_port_be, proto::Receiver* r) noexcept {
+  proto::Receiver* expected = nullptr;
+  if (!demux_[rte_be_to_cpu_16(udp_port_be)].compare_exchange_strong(
+          expected, r, std::memory_order_release, std::memory_order_relaxed))
+    return -FI_EADDRINUSE;
+  return FI_SUCCESS;
+}
+
+uint16_t PortEngine::bind_ephemeral(proto::Receiver* r) noexcept {
+  for (uint32_t port = kEphemeralFirst; port <= 65535; ++port)
+    if (bind(rte_cpu_to_be_16(static_cast<uint16_t>(port)), r) == FI_SUCCESS)
+      return rte_cpu_to_be_16(static_cast<uint16_t>(port));
+  return 0;
+}
+
+void PortEngine::unbind(uint16_t udp_port_be) noexcept {
+  demux_[rte_be_to_cpu_16(udp_port_be)].store(nullptr, std::memory_order_seq_cst);
+  // A poll step that loaded the old pointer holds rx_busy_ until it is done with it.
+  while (rx_busy_.load(std::memory_order_seq_cst)) rx_wait();
+}
+
+void PortEngine::rx_wait() noexcept {
+  for (int i = 0; i < 64; ++i) rte_pause();
+  sched_yield();
+}
+
+uint16_t PortEngine::transmit(rte_mbuf** frames, uint16_t n) noexcept {
+  while (tx_lock_.exchange(true, std::memory_order_acquire))
+    while (tx_lock_.load(std::memory_order_relaxed)) rte_pause();
+  uint16_t sent = rte_eth_tx_burst(port_id_, 0, frames, n);
+  tx_lock_.store(false, std::memory_order_release);
+  stats_.tx_frames.fetch_add(sent, std::memory_order_relaxed);
+  if (sent != n) stats_.tx_full.fetch_add(1, std::memory_order_relaxed);
+  return sent;
+}
+
+void PortEngine::handle(rte_mbuf* m) noexcept {
+  wire::Frame f;
+  switch (wire::decode_mbuf(m, &f, decode_)) {
+    case wire::Verdict::kData: {
+      proto::Receiver* r = demux_[rte_be_to_cpu_16(f.dst_port_be)].load(std::memory_order_acquire);
+      if (r)
+        r->deliver(f, m);
+      else
+        stats_.no_listener.fetch_add(1, std::memory_order_relaxed);
+      break;
+    }
+    case wire::Verdict::kArp:
+      stats_.arp.fetch_add(1, std::memory_order_relaxed);
+      break;
+    default:
+      break;  // rejected: counted by the decoder
+  }
+}
+
+size_t PortEngine::progress() noexcept {
+  // One receive owner at a time; others return at once (they have nothing to wait for).
+  if (rx_busy_.load(std::memory_order_relaxed) ||
+      rx_busy_.exchange(true, std::memory_order_acquire))
+    return 0;
+  rte_mbuf* pkts[kBurst];
+  uint16_t n = rte_eth_rx_burst(port_id_, 0, pkts, kBurst);
+  for (uint16_t i = 0; i < n; ++i) handle(pkts[i]);
+  rx_busy_.store(false, std::memory_order_release);
+  if (n) {
+    rte_pktmbuf_free_bulk(pkts, n);
+    stats_.rx_frames.fetch_add(n, std::memory_order_relaxed);
+  }
+  return n;
+}
+
+}  // namespace dpfab::progress

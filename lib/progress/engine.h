@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// PortEngine: one per port and process, the data-path side of a port.
+//   - transmit: the port's TX queue, serialised by a spinlock (DPDK TX queues are not
+//     thread-safe; any application thread may send);
+//   - progress: one poll step -- rx_burst, decode (wire/decoder.h, every reject counted), ARP,
+//     demultiplex data frames by destination UDP port to the bound endpoint (Receiver), free.
+//     The receive side has one owner at a time: a caller that finds it taken returns at once
+//     (manual progress from several threads never blocks on another);
+//   - bind/unbind: the UDP port -> endpoint table (control path). unbind waits until no poll
+//     step can still be delivering to the endpoint.
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include "common/result.h"
+#include "port/port.h"
+#include "proto/endpoint.h"
+#include "wire/decoder.h"
+
+namespace dpfab::progress {
+
+struct EngineStats {
+  std::atomic<uint64_t> rx_frames{0}, tx_frames{0}, tx_full{0};
+  std::atomic<uint64_t> no_listener{0};  ///< data frames for a UDP port nobody bound
+  std::atomic<uint64_t> arp{0};          ///< ARP frames handled
+};
+
+class PortEngine final : public proto::Link {
+ public:
+  /// The engine of `p`, made on first use (process-wide, thread-safe).
+  /// @return -FI_ENODEV for a port dpfab did not create (the application owns its queues).
+  static Result<PortEngine*> of(port::Port* p);
+  /// Destroys every engine (provider cleanup, after all endpoints are closed).
+  static void close_all() noexcept;
+
+  /// Binds a UDP port (network byte order) to an endpoint. -FI_EADDRINUSE when taken.
+  int bind(uint16_t udp_port_be, proto::Receiver* r) noexcept;
+  /// Binds the first free ephemeral port (49152-65535); returns it (network order) or 0.
+  uint16_t bind_ephemeral(proto::Receiver* r) noexcept;
+  /// Unbinds; on return no poll step is delivering to the endpoint that held the port.
+  void unbind(uint16_t udp_port_be) noexcept;
+  /// Runs `fn` as the owner of the receive side (waits for it): fi_cancel.
+  template <typename Fn>
+  void with_rx_owner(Fn&& fn) noexcept {
+    while (rx_busy_.exchange(true, std::memory_order_acquire)) rx_wait();
+    fn();
+    rx_busy_.store(false, std::memory_order_release);
+  }
+
+  // proto::Link
+  uint16_t transmit(rte_mbuf** frames, uint16_t n) noexcept override;
+  size_t progress() noexcept override;
+  rte_mempool* pool() const noexcept override { return port_->mempool(); }
+  const rte_ether_addr& mac() const noexcept override { return port_->info().mac; }
+  uint32_t ipv4_be() const noexcept override { return ipv4_be_; }
+  uint16_t mtu() const noexcept override { return port_->info().mtu; }
+  wire::TxChecksumCaps tx_caps() const noexcept override { return tx_caps_; }
+
+  const wire::DecodeStats& decode_stats() const noexcept { return decode_; }
+  const EngineStats& stats() const noexcept { return stats_; }
+  port::Port* port() const noexcept { return port_; }
+
+ private:
+  explicit PortEngine(port::Port* p);
+  static void rx_wait() noexcept;
+  void handle(rte_mbuf* m) noexcept;
+
+  port::Port* port_;
+  uint16_t port_id_;
+  uint32_t ipv4_be_;
+  wire::TxChecksumCaps tx_caps_;
+  alignas(64) std::atomic<bool> tx_lock_{false};
+  alignas(64) std::atomic<bool> rx_busy_{false};
+  wire::DecodeStats decode_;                                // written by the RX owner only
+  std::unique_ptr<std::atomic<proto::Receiver*>[]> demux_;  // indexed by UDP port (host order)
+  EngineStats stats_;
+};
+
+}  // namespace dpfab::progress

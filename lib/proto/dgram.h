@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// The FI_EP_DGRAM protocol: one message per frame, unreliable, unordered.
+//
+// Threads. Application threads post receives and send; the receive side of the port is owned by
+// one thread at a time (a progress lcore, or the application thread doing manual progress), which
+// calls deliver(). Posted receives travel from application threads to that owner through a
+// multi-producer rte_ring (no lock the owner could wait on); fi_cancel takes the port's receive
+// side itself (Link::progress's lock, through with_rx_owner) to search them.
+//
+// Resource management (FI_RM_ENABLED, the default): a send that could not complete into a full
+// CQ is refused with -FI_EAGAIN before anything is sent; a received frame whose completion would
+// not fit is dropped and counted (DGRAM is unreliable), leaving the posted receive in place.
+#pragma once
+
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "common/result.h"
+#include "event/cntr.h"
+#include "event/cq.h"
+#include "proto/endpoint.h"
+#include "wire/address.h"
+
+struct rte_ring;
+
+namespace dpfab::proto {
+
+inline constexpr size_t kMaxIov = 4;
+
+/// A resolved destination: what the send path needs to build a frame.
+struct Destination {
+  rte_ether_addr mac{};
+  uint32_t ipv4_be = 0;
+  uint16_t udp_port_be = 0;
+  uint16_t ep_id_be = 0;
+};
+
+/// How the endpoint maps a received frame's source to an fi_addr (FI_SOURCE); the address
+/// vector implements it.
+class SourceLookup {
+ public:
+  virtual ~SourceLookup() = default;
+  virtual fi_addr_t reverse(uint32_t ipv4_be, uint16_t udp_port_be,
+                            uint16_t ep_id_be) const noexcept = 0;
+};
+
+struct DgramStats {
+  std::atomic<uint64_t> tx_frames{0}, rx_frames{0};
+  std::atomic<uint64_t> rx_no_buffer{0};  ///< no receive posted: dropped
+  std::atomic<uint64_t> rx_cq_full{0};    ///< completion would not fit: dropped
+  std::atomic<uint64_t> rx_truncated{0};  ///< FI_ETRUNC completions
+};
+
+class DgramEndpoint final : public Receiver {
+ public:
+  struct Config {
+    size_t rx_size = 512;   ///< posted receives (rx_attr->size)
+    size_t max_msg = 1426;  ///< largest payload (MTU - headers)
+    size_t inject_size = 1426;
+    bool source = false;  ///< FI_SOURCE: completions carry the sender's fi_addr
+  };
+  static Result<std::unique_ptr<DgramEndpoint>> create(Link* link, const Config& cfg);
+  ~DgramEndpoint() override;
+
+  // ---- bindings (control path, before enable) ----
+  void bind_cq(event::Cq* cq, bool tx, bool rx, bool selective) noexcept;
+  void bind_cntr(event::Cntr* c, bool tx, bool rx) noexcept;
+  void bind_source_lookup(const SourceLookup* s) noexcept { source_lookup_ = s; }
+  /// Our UDP port and endpoint id (network byte order), set at enable.
+  void set_address(uint16_t udp_port_be, uint16_t ep_id_be) noexcept;
+  wire::Address address() const noexcept;
+
+  // ---- data path (application threads) ----
+  /// fi_recv/recvv/recvmsg. -FI_EAGAIN when rx_size receives are posted already; -FI_EINVAL for
+  /// more than kMaxIov entries.
+  ssize_t post_recv(const iovec* iov, size_t count, void* context, uint64_t flags) noexcept;
+  /// fi_send/sendv/sendmsg/inject/senddata: `complete` false for inject (and for selective
+  /// completion without FI_COMPLETION). -FI_EMSGSIZE beyond max_msg (inject_size for inject),
+  /// -FI_EAGAIN when the CQ has no room (RM) or the port did not take the frame, -FI_ENOMEM
+  /// when no mbuf is free.
+  ssize_t send(const iovec* iov, size_t count, const Destination& dst, void* context,
+               uint64_t flags, bool has_data, uint64_t data, bool inject) noexcept;
+  /// fi_cancel: removes the posted receive with this context and completes it with
+  /// -FI_ECANCELED. Must be called with the port's receive side held (the caller takes it).
+  /// @return 0, or -FI_ENOENT when no such receive is posted.
+  int cancel_locked(void* context) noexcept;
+
+  // ---- receive side (the port's RX owner) ----
+  void deliver(const wire::Frame& f, const rte_mbuf* m) noexcept override;
+
+  const DgramStats& stats() const noexcept { return stats_; }
+  Link* link() const noexcept { return link_; }
+  const Config& config() const noexcept { return cfg_; }
+
+ private:
+  struct RecvDesc {  // 96 bytes: a multiple of 4, as rte_ring_elem wants
+    void* context;
+    uint64_t flags;
+    uint32_t count;
+    uint32_t pad;
+    iovec iov[kMaxIov];
+    uint64_t reserved[2];
+  };
+  static_assert(sizeof(RecvDesc) % 4 == 0);
+
+  DgramEndpoint(Link* link, const Config& cfg) : link_(link), cfg_(cfg) {}
+  bool next_recv(RecvDesc* out) noexcept;  // RX owner: staged first, then the ring
+  void complete_tx(void* context, uint64_t flags) noexcept;
+
+  Link* link_;
+  Config cfg_;
+  rte_ring* posted_ = nullptr;  // MPSC: application threads -> RX owner
+  std::unique_ptr<char[]> ring_mem_;
+  std::vector<RecvDesc> staged_;  // RX owner: taken from the ring but not used (cancel, RM)
+  size_t staged_head_ = 0;
+  std::atomic<size_t> posted_count_{0};
+
+  event::Cq* tx_cq_ = nullptr;
+  event::Cq* rx_cq_ = nullptr;
+  bool tx_selective_ = false, rx_selective_ = false;
+  event::Cntr* tx_cntr_ = nullptr;
+  event::Cntr* rx_cntr_ = nullptr;
+  const SourceLookup* source_lookup_ = nullptr;
+  uint16_t udp_port_be_ = 0, ep_id_be_ = 0;
+  std::atomic<uint16_t> ip_id_{0};
+  DgramStats stats_;
+};
+
+}  // namespace dpfab::proto
