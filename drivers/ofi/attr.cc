@@ -13,14 +13,14 @@
 
 #include "dpdk.h"
 #include "wire/address.h"
+#include "wire/format.h"
 
 namespace dpfab::ofi {
 namespace {
 
-constexpr uint64_t kCaps = FI_MSG | FI_SEND | FI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM;
+constexpr uint64_t kCaps = FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
 // Peers on the same box (memif, ring) and on other hosts (NICs, veth) alike.
 constexpr uint64_t kDomainCaps = FI_LOCAL_COMM | FI_REMOTE_COMM;
-constexpr size_t kHeaders = 14 + 20 + 8 + 16;  // Ethernet + IPv4 + UDP + dpfab header
 constexpr size_t kDefaultMtu = 1500;
 
 bool names_us(const fi_info* hints) {
@@ -32,15 +32,15 @@ bool too_big(size_t want, size_t have) { return want != 0 && want > have; }
 
 // Fills `out` (from fi_allocinfo) with our attributes for one port.
 void fill(fi_info* out, const config::Config& cfg, const std::string& domain_name, size_t mtu) {
-  out->caps = kCaps;
+  out->caps = kCaps & ~FI_SOURCE;  // secondary: granted when the hints ask for it
   out->mode = 0;
   out->addr_format = FI_FORMAT_UNSPEC;
 
-  out->tx_attr->caps = kCaps & ~FI_RECV & ~kDomainCaps;
+  out->tx_attr->caps = kCaps & ~FI_RECV & ~FI_SOURCE & ~kDomainCaps;
   out->tx_attr->op_flags = 0;
   out->tx_attr->msg_order = 0;
   out->tx_attr->comp_order = FI_ORDER_NONE;
-  out->tx_attr->inject_size = mtu - kHeaders;
+  out->tx_attr->inject_size = wire::max_payload(static_cast<uint32_t>(mtu));
   out->tx_attr->size = cfg.tx_depth;
   out->tx_attr->iov_limit = 4;
   out->tx_attr->rma_iov_limit = 0;
@@ -56,7 +56,7 @@ void fill(fi_info* out, const config::Config& cfg, const std::string& domain_nam
   out->ep_attr->type = FI_EP_DGRAM;
   out->ep_attr->protocol = FI_PROTO_UNSPEC;
   out->ep_attr->protocol_version = 1;
-  out->ep_attr->max_msg_size = mtu - kHeaders;
+  out->ep_attr->max_msg_size = wire::max_payload(static_cast<uint32_t>(mtu));
   out->ep_attr->msg_prefix_size = 0;
   out->ep_attr->tx_ctx_cnt = 1;
   out->ep_attr->rx_ctx_cnt = 1;
@@ -71,7 +71,7 @@ void fill(fi_info* out, const config::Config& cfg, const std::string& domain_nam
   d->av_type = FI_AV_UNSPEC;
   d->mr_mode = 0;
   d->mr_key_size = 0;
-  d->cq_data_size = 0;
+  d->cq_data_size = 8;  // fi_senddata: the dpfab header carries 64 bits
   d->cq_cnt = 256;
   d->ep_cnt = 256;
   d->tx_ctx_cnt = 256;
@@ -94,6 +94,7 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
   if (hints->caps) {
     out->caps = hints->caps;
     if (!(hints->caps & (FI_SEND | FI_RECV))) out->caps |= FI_SEND | FI_RECV;
+    // FI_SOURCE is a secondary capability: only when asked for (it costs a lookup per frame).
     if (!(hints->caps & kDomainCaps)) out->caps |= kDomainCaps;
   }
   // We require no mode bits; any the application offers are fine.

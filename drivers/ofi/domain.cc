@@ -44,9 +44,9 @@ fi_ops_domain g_domain_ops = {
 
 fi_ops_mr g_mr_ops = {
     .size = sizeof(fi_ops_mr),
-    .reg = enosys<decltype(fi_ops_mr::reg)>,
-    .regv = enosys<decltype(fi_ops_mr::regv)>,
-    .regattr = enosys<decltype(fi_ops_mr::regattr)>,
+    .reg = mr_reg,
+    .regv = mr_regv,
+    .regattr = mr_regattr,
 };
 
 }  // namespace
@@ -75,6 +75,12 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain, void* co
     }
     dom->fabric = fab;
     dom->port = found;
+    if (auto engine = progress::PortEngine::of(found)) {
+      dom->engine = *engine;
+      dom->progress.link = *engine;
+    } else {
+      DPFAB_INFO(FI_LOG_DOMAIN, "%s", engine.error().message.c_str());
+    }
     dom->fid.fid.fclass = FI_CLASS_DOMAIN;
     dom->fid.fid.context = context;
     dom->fid.fid.ops = &g_domain_fi_ops;

@@ -22,6 +22,8 @@
 #include "common/log.h"
 #include "common/result.h"
 #include "port/port.h"
+#include "progress/engine.h"
+#include "proto/endpoint.h"
 #include "wait/waitable.h"
 
 namespace dpfab::ofi {
@@ -87,11 +89,12 @@ struct Fabric {
   const config::Config* cfg = nullptr;
 };
 
-/// The domain's manual-progress step (run inline by fi_cq_read, sread, fi_poll, fi_trywait, ...).
-/// The data path (endpoints polling the port) plugs in here; until then there is nothing to poll.
+/// The domain's manual-progress step (run inline by fi_cq_read, sread, fi_poll, fi_trywait, ...):
+/// one poll step of the port's engine.
 class DomainProgress final : public wait::ProgressSource {
  public:
-  size_t progress() noexcept override { return 0; }
+  proto::Link* link = nullptr;  ///< the port engine; null for a port the application owns
+  size_t progress() noexcept override { return link ? link->progress() : 0; }
 };
 
 struct Domain {
@@ -101,6 +104,7 @@ struct Domain {
   fi_info* info = nullptr;   ///< a copy of the info it was opened with
   std::atomic<int> refs{0};  ///< open endpoints, CQs, counters, AVs, poll sets
   DomainProgress progress;
+  progress::PortEngine* engine = nullptr;  ///< null: no data path (application-owned port)
 };
 
 /// The API version the application opened the fabric with (fid_fabric.api_version, set by the
@@ -110,6 +114,13 @@ inline uint32_t api_version(const Fabric* f) noexcept { return f->fid.api_versio
 int fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context) noexcept;
 int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain, void* context) noexcept;
 int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context) noexcept;
+
+// ---- memory registration (mr.cc): nothing to register, regions for applications that do ----
+int mr_reg(fid* fid, const void* buf, size_t len, uint64_t access, uint64_t offset,
+           uint64_t requested_key, uint64_t flags, fid_mr** mr, void* context) noexcept;
+int mr_regv(fid* fid, const iovec* iov, size_t count, uint64_t access, uint64_t offset,
+            uint64_t requested_key, uint64_t flags, fid_mr** mr, void* context) noexcept;
+int mr_regattr(fid* fid, const fi_mr_attr* attr, uint64_t flags, fid_mr** mr) noexcept;
 /// fi_open_ops on a domain (worker.cc): FI_DPDK_WORKER_OPS ("dpdk_worker_v1") gives the
 /// struct fi_dpdk_worker_ops of <rdma/fi_ext_dpdk.h>; -FI_ENOSYS for any other name.
 int domain_ops_open(fid* f, const char* name, uint64_t flags, void** ops, void* context) noexcept;

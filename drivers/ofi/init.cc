@@ -47,6 +47,7 @@ void report_error(const Error& e) {
 
 void cleanup() noexcept {
   // EAL stays: it cannot be initialised twice in a process, and libfabric may load us again.
+  progress::PortEngine::close_all();
   port::close_all();
   Runtime& r = runtime();
   std::lock_guard lock(r.mutex);

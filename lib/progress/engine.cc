@@ -8,6 +8,8 @@
 #include <rte_pause.h>
 #include <sched.h>
 
+#include <cstring>
+#include <ctime>
 #include <map>
 #include <mutex>
 
@@ -94,23 +96,31 @@ uint16_t PortEngine::transmit(rte_mbuf** frames, uint16_t n) noexcept {
   return sent;
 }
 
-void PortEngine::handle(rte_mbuf* m) noexcept {
+bool PortEngine::handle(rte_mbuf* m) noexcept {
   wire::Frame f;
   switch (wire::decode_mbuf(m, &f, decode_)) {
     case wire::Verdict::kData: {
       proto::Receiver* r = demux_[rte_be_to_cpu_16(f.dst_port_be)].load(std::memory_order_acquire);
-      if (r)
-        r->deliver(f, m);
-      else
+      if (!r) {
         stats_.no_listener.fetch_add(1, std::memory_order_relaxed);
+        return false;
+      }
+      r->deliver(f, m);
+      return true;
+    }
+    case wire::Verdict::kArp: {
+      stats_.arp.fetch_add(1, std::memory_order_relaxed);
+      wire::Local local{port_->info().mac, ipv4_be_};
+      uint8_t reply[wire::kMinFrameLen];
+      auto r = wire::handle_arp_st(std::span<const uint8_t>(f.payload, f.payload_len), local,
+                                   neigh_, static_cast<uint64_t>(now_ns()), reply, arp_stats_);
+      if (r.reply_len) send_raw(reply, r.reply_len);
       break;
     }
-    case wire::Verdict::kArp:
-      stats_.arp.fetch_add(1, std::memory_order_relaxed);
-      break;
     default:
       break;  // rejected: counted by the decoder
   }
+  return false;
 }
 
 size_t PortEngine::progress() noexcept {
@@ -120,13 +130,68 @@ size_t PortEngine::progress() noexcept {
     return 0;
   rte_mbuf* pkts[kBurst];
   uint16_t n = rte_eth_rx_burst(port_id_, 0, pkts, kBurst);
-  for (uint16_t i = 0; i < n; ++i) handle(pkts[i]);
+  size_t delivered = 0;
+  for (uint16_t i = 0; i < n; ++i) delivered += handle(pkts[i]);
+  if ((++polls_ & 255) == 0 || (n == 0 && neigh_pending_.load(std::memory_order_relaxed)))
+    tick_neighbours();
   rx_busy_.store(false, std::memory_order_release);
   if (n) {
     rte_pktmbuf_free_bulk(pkts, n);
     stats_.rx_frames.fetch_add(n, std::memory_order_relaxed);
   }
-  return n;
+  return delivered;
+}
+
+int64_t PortEngine::now_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+void PortEngine::send_raw(const uint8_t* frame, size_t len) noexcept {
+  rte_mbuf* m = rte_pktmbuf_alloc(port_->mempool());
+  if (!m) return;
+  char* p = rte_pktmbuf_append(m, static_cast<uint16_t>(len));
+  if (!p) {
+    rte_pktmbuf_free(m);
+    return;
+  }
+  std::memcpy(p, frame, len);
+  if (transmit(&m, 1) != 1)
+    rte_pktmbuf_free(m);
+  else
+    stats_.arp_sent.fetch_add(1, std::memory_order_relaxed);
+}
+
+void PortEngine::tick_neighbours() noexcept {
+  uint32_t want[16];
+  size_t n = neigh_.tick_st(static_cast<uint64_t>(now_ns()), want);
+  wire::Local local{port_->info().mac, ipv4_be_};
+  for (size_t i = 0; i < n; ++i) {
+    uint8_t frame[wire::kMinFrameLen];
+    if (size_t len = wire::build_arp_request(frame, local, want[i])) send_raw(frame, len);
+  }
+  // Keep ticking on idle polls while a resolution is under way.
+  neigh_pending_.store(n != 0 || neigh_.next_due_st() != UINT64_MAX, std::memory_order_relaxed);
+}
+
+std::optional<rte_ether_addr> PortEngine::resolve(uint32_t ipv4_be) noexcept {
+  if (ipv4_be == ipv4_be_) return port_->info().mac;  // ourselves: frames loop back on the port
+  if (auto n = neigh_.lookup(ipv4_be); n && n->state == wire::NeighState::kReachable) return n->mac;
+  neigh_.request_resolve(ipv4_be);
+  neigh_pending_.store(true, std::memory_order_relaxed);
+  return std::nullopt;
+}
+
+bool PortEngine::resolve_failed(uint32_t ipv4_be) const noexcept {
+  auto n = neigh_.lookup(ipv4_be);
+  return n && n->state == wire::NeighState::kFailed;
+}
+
+void PortEngine::announce() noexcept {
+  uint8_t frame[wire::kMinFrameLen];
+  wire::Local local{port_->info().mac, ipv4_be_};
+  if (size_t len = wire::build_gratuitous_arp(frame, local)) send_raw(frame, len);
 }
 
 }  // namespace dpfab::progress

@@ -13,11 +13,14 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 
 #include "common/result.h"
 #include "port/port.h"
 #include "proto/endpoint.h"
+#include "wire/arp.h"
 #include "wire/decoder.h"
+#include "wire/neighbour.h"
 
 namespace dpfab::progress {
 
@@ -25,6 +28,7 @@ struct EngineStats {
   std::atomic<uint64_t> rx_frames{0}, tx_frames{0}, tx_full{0};
   std::atomic<uint64_t> no_listener{0};  ///< data frames for a UDP port nobody bound
   std::atomic<uint64_t> arp{0};          ///< ARP frames handled
+  std::atomic<uint64_t> arp_sent{0};     ///< requests, replies and announcements sent
 };
 
 class PortEngine final : public proto::Link {
@@ -51,6 +55,7 @@ class PortEngine final : public proto::Link {
 
   // proto::Link
   uint16_t transmit(rte_mbuf** frames, uint16_t n) noexcept override;
+  /// One poll step; returns the frames delivered to endpoints (events), not frames received.
   size_t progress() noexcept override;
   rte_mempool* pool() const noexcept override { return port_->mempool(); }
   const rte_ether_addr& mac() const noexcept override { return port_->info().mac; }
@@ -58,14 +63,27 @@ class PortEngine final : public proto::Link {
   uint16_t mtu() const noexcept override { return port_->info().mtu; }
   wire::TxChecksumCaps tx_caps() const noexcept override { return tx_caps_; }
 
+  // ---- neighbours (ARP) ----
+  /// The MAC of `ipv4_be` when known (our own address included); otherwise asks for it (an ARP
+  /// request goes out from the next poll steps, with retries) and returns nullopt. Any thread.
+  std::optional<rte_ether_addr> resolve(uint32_t ipv4_be) noexcept;
+  /// Whether resolving `ipv4_be` has finally failed (retries exhausted). Any thread.
+  bool resolve_failed(uint32_t ipv4_be) const noexcept;
+  /// Sends a gratuitous ARP (at start, so that peers and switches learn us).
+  void announce() noexcept;
+
   const wire::DecodeStats& decode_stats() const noexcept { return decode_; }
+  const wire::ArpStats& arp_stats() const noexcept { return arp_stats_; }
   const EngineStats& stats() const noexcept { return stats_; }
   port::Port* port() const noexcept { return port_; }
 
  private:
   explicit PortEngine(port::Port* p);
   static void rx_wait() noexcept;
-  void handle(rte_mbuf* m) noexcept;
+  static int64_t now_ns() noexcept;
+  bool handle(rte_mbuf* m) noexcept;  // true: delivered to an endpoint (an event)
+  void send_raw(const uint8_t* frame, size_t len) noexcept;
+  void tick_neighbours() noexcept;  // RX owner: retries and new resolutions
 
   port::Port* port_;
   uint16_t port_id_;
@@ -73,7 +91,11 @@ class PortEngine final : public proto::Link {
   wire::TxChecksumCaps tx_caps_;
   alignas(64) std::atomic<bool> tx_lock_{false};
   alignas(64) std::atomic<bool> rx_busy_{false};
-  wire::DecodeStats decode_;                                // written by the RX owner only
+  wire::DecodeStats decode_;                // written by the RX owner only
+  wire::NeighbourTable neigh_;              // written by the RX owner only (the *_st calls)
+  wire::ArpStats arp_stats_;                // written by the RX owner only
+  uint32_t polls_ = 0;                      // RX owner: neighbour timers run every few polls
+  std::atomic<bool> neigh_pending_{false};  // a resolution is under way: tick on idle polls
   std::unique_ptr<std::atomic<proto::Receiver*>[]> demux_;  // indexed by UDP port (host order)
   EngineStats stats_;
 };

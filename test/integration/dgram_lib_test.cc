@@ -7,6 +7,7 @@
 #include <rte_eal.h>
 #include <rte_ethdev.h>
 
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -208,4 +209,43 @@ TEST(DgramLib, MalformedFramesAreDroppedAndCountedNothingDelivered) {
   EXPECT_EQ(stats.get(wire::Verdict::kIpChecksum), 1u);
   fi_cq_data_entry e;
   EXPECT_EQ(p.cq_b->read(&e, 1, nullptr), -FI_EAGAIN) << "nothing delivered";
+}
+
+TEST(DgramLibArp, OurOwnAddressResolvesAtOnce) {
+  auto* e = env().engine;
+  auto mac = e->resolve(e->ipv4_be());
+  ASSERT_TRUE(mac);
+  EXPECT_TRUE(rte_is_same_ether_addr(&*mac, &e->mac()));
+}
+
+TEST(DgramLibArp, AnUnansweredResolutionFailsAfterItsBoundedRetries) {
+  auto* e = env().engine;
+  const uint32_t nobody = rte_cpu_to_be_32(0xc0a8fe63);  // 192.168.254.99: nobody on net_ring
+  uint64_t sent_before = e->stats().arp_sent.load();
+  EXPECT_FALSE(e->resolve(nobody));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!e->resolve_failed(nobody) && std::chrono::steady_clock::now() < deadline) e->progress();
+  EXPECT_TRUE(e->resolve_failed(nobody));
+  EXPECT_GE(e->stats().arp_sent.load() - sent_before, 3u) << "three requests, then failed";
+}
+
+TEST(DgramLibArp, ARequestForOurAddressIsAnswered) {
+  auto* e = env().engine;
+  wire::Local peer;
+  peer.mac = rte_ether_addr{{0x02, 0x11, 0x22, 0x33, 0x44, 0x55}};
+  peer.ip_be = rte_cpu_to_be_32(0xa9fe0101);
+  uint8_t frame[wire::kMinFrameLen];
+  size_t len = wire::build_arp_request(frame, peer, e->ipv4_be());
+  ASSERT_GT(len, 0u);
+  rte_mbuf* m = rte_pktmbuf_alloc(e->pool());
+  std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(len)), frame, len);
+  uint64_t replied = e->arp_stats().actions.get(wire::ArpAction::kReplied);
+  ASSERT_EQ(e->transmit(&m, 1), 1);  // loops back to us as if the peer had asked
+  for (int i = 0; i < 1000 && e->arp_stats().actions.get(wire::ArpAction::kReplied) == replied; ++i)
+    e->progress();
+  EXPECT_EQ(e->arp_stats().actions.get(wire::ArpAction::kReplied), replied + 1);
+  // The requester was learnt (the request was addressed to us).
+  auto mac = e->resolve(peer.ip_be);
+  ASSERT_TRUE(mac);
+  EXPECT_TRUE(rte_is_same_ether_addr(&*mac, &peer.mac));
 }
