@@ -23,6 +23,7 @@
 #include "common/result.h"
 #include "port/port.h"
 #include "progress/engine.h"
+#include "progress/lcores.h"
 #include "proto/endpoint.h"
 #include "wait/waitable.h"
 
@@ -94,7 +95,10 @@ struct Fabric {
 class DomainProgress final : public wait::ProgressSource {
  public:
   proto::Link* link = nullptr;  ///< the port engine; null for a port the application owns
-  size_t progress() noexcept override { return link ? link->progress() : 0; }
+  /// Under automatic progress the lcores poll the port: inline progress would only contend.
+  size_t progress() noexcept override {
+    return link && !progress::lcores_running() ? link->progress() : 0;
+  }
 };
 
 struct Domain {

@@ -8,6 +8,7 @@
 #include "dpdk.h"
 #include "dpfab_build_config.h"
 #include "eal/eal.h"
+#include "progress/lcores.h"
 
 namespace dpfab::ofi {
 namespace {
@@ -47,6 +48,7 @@ void report_error(const Error& e) {
 
 void cleanup() noexcept {
   // EAL stays: it cannot be initialised twice in a process, and libfabric may load us again.
+  progress::stop_lcores();
   progress::PortEngine::close_all();
   port::close_all();
   Runtime& r = runtime();
@@ -97,6 +99,13 @@ Result<const config::Config*> start_runtime() {
   if (!ports) {
     report_error(ports.error());
     return ports.error();
+  }
+  // Automatic progress: the worker lcores poll every port we created.
+  if (!cfg.lcores.empty()) {
+    std::vector<progress::PortEngine*> engines;
+    for (const auto& p : **ports)
+      if (auto e = progress::PortEngine::of(p.get())) engines.push_back(*e);
+    if (auto s = progress::start_lcores(cfg.lcores, engines); !s) report_error(s.error());
   }
   r.cfg = std::move(cfg);
   g_runtime_published.store(&*r.cfg, std::memory_order_release);
