@@ -29,7 +29,7 @@ fi_ops g_domain_fi_ops = {
 
 fi_ops_domain g_domain_ops = {
     .size = sizeof(fi_ops_domain),
-    .av_open = enosys<decltype(fi_ops_domain::av_open)>,
+    .av_open = av_open,
     .cq_open = cq_open,
     .endpoint = endpoint_open,
     .scalable_ep = enosys<decltype(fi_ops_domain::scalable_ep)>,
@@ -67,6 +67,7 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain, void* co
                  want ? want : "(null)");
       return -FI_ENODEV;
     }
+    auto resolver = make_default_resolver(*found);  // may throw: before anything is allocated
     auto* dom = new Domain();
     dom->info = fi_dupinfo(info);
     if (!dom->info) {
@@ -81,6 +82,7 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain, void* co
     } else {
       DPFAB_INFO(FI_LOG_DOMAIN, "%s", engine.error().message.c_str());
     }
+    dom->resolver = std::move(resolver);
     dom->fid.fid.fclass = FI_CLASS_DOMAIN;
     dom->fid.fid.context = context;
     dom->fid.fid.ops = &g_domain_fi_ops;

@@ -21,10 +21,12 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/result.h"
+#include "event/eq.h"
 #include "port/port.h"
 #include "progress/engine.h"
 #include "progress/lcores.h"
 #include "proto/endpoint.h"
+#include "proto/av.h"
 #include "wait/waitable.h"
 
 namespace dpfab::ofi {
@@ -109,6 +111,8 @@ struct Domain {
   std::atomic<int> refs{0};  ///< open endpoints, CQs, counters, AVs, poll sets
   DomainProgress progress;
   progress::PortEngine* engine = nullptr;  ///< null: no data path (application-owned port)
+  /// How the domain's AVs learn peers' MACs (make_default_resolver until the port layer's ARP).
+  std::unique_ptr<proto::Resolver> resolver;
 };
 
 /// The API version the application opened the fabric with (fid_fabric.api_version, set by the
@@ -129,11 +133,27 @@ int mr_regattr(fid* fid, const fi_mr_attr* attr, uint64_t flags, fid_mr** mr) no
 /// struct fi_dpdk_worker_ops of <rdma/fi_ext_dpdk.h>; -FI_ENOSYS for any other name.
 int domain_ops_open(fid* f, const char* name, uint64_t flags, void** ops, void* context) noexcept;
 
+// ---- address vectors (av.cc) ----------------------------------------------------------------
+
+int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** av, void* context) noexcept;
+/// Counts endpoints bound to an AV (+1 on fi_ep_bind, -1 when the endpoint closes); fi_close on
+/// the AV returns -FI_EBUSY while the count is not 0. Returns the new count, or -FI_EINVAL when
+/// `av` is not one of our AVs or the count would go negative.
+int av_bind_ref(fid_av* av, int delta) noexcept;
+/// The address vector behind one of our AVs (lookup / reverse on the data path, progress_pending
+/// from the progress step), or nullptr. Valid while the caller holds a bind reference.
+proto::AddressVector* av_of(fid_av* av) noexcept;
+/// The Resolver domain_open gives a domain: a proto::StaticResolver that knows only `port`'s own
+/// address and fails any other IPv4 after 1 s. The port layer's ARP resolver replaces it.
+std::unique_ptr<proto::Resolver> make_default_resolver(const port::Port& port);
+
 // ---- waitable objects: CQ (cq.cc), EQ (eq.cc), counter (cntr.cc) ---------------------------
 
 int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq, void* context) noexcept;
 int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr, void* context) noexcept;
 int eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** eq, void* context) noexcept;
+/// The queue behind one of our EQs (for objects that write events: AVs, later CM), or nullptr.
+event::Eq* eq_of(fid_eq* eq) noexcept;
 /// Counts objects bound to an EQ (endpoints, AVs, passive endpoints: +1 on bind, -1 when they
 /// close); fi_close on the EQ returns -FI_EBUSY while the count is not 0. Returns the new count,
 /// or -FI_EINVAL when `eq` is not one of our EQs or the count would go negative.

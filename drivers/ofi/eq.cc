@@ -170,6 +170,11 @@ int eq_wait_info(fid* f, WaitInfo* out) noexcept {
   return FI_SUCCESS;
 }
 
+event::Eq* eq_of(fid_eq* eq) noexcept {
+  EqFid* e = as_eq(eq);
+  return e ? e->eq.get() : nullptr;
+}
+
 int eq_bind_ref(fid_eq* eq, int delta) noexcept {
   EqFid* e = as_eq(eq);
   if (!e) return -FI_EINVAL;

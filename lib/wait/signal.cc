@@ -51,6 +51,9 @@ void Signal::raise() noexcept {
         uint64_t one = 1;
         // EAGAIN only when the count is at its maximum: then it is readable already.
         [[maybe_unused]] ssize_t n = ::write(fd_.get(), &one, sizeof(one));
+        // After the write: a drain that misses this flag leaves the fd readable for one more
+        // round (a spurious wake), never a readable fd that drains keep skipping.
+        fd_raised_.store(true, std::memory_order_release);
       }
       break;
     }
@@ -67,7 +70,10 @@ void Signal::raise() noexcept {
 }
 
 void Signal::drain() noexcept {
-  if (kind_ == SignalKind::kEventFd) {
+  // Read the eventfd only when a raise wrote it since the last drain: an uncontended fi_trywait
+  // then costs no system call.
+  if (kind_ == SignalKind::kEventFd && fd_raised_.load(std::memory_order_relaxed) &&
+      fd_raised_.exchange(false, std::memory_order_acquire)) {
     uint64_t v;
     [[maybe_unused]] ssize_t n = ::read(fd_.get(), &v, sizeof(v));  // EAGAIN when already 0
   }
