@@ -25,8 +25,8 @@
 #include "port/port.h"
 #include "progress/engine.h"
 #include "progress/lcores.h"
-#include "proto/endpoint.h"
 #include "proto/av.h"
+#include "proto/endpoint.h"
 #include "wait/waitable.h"
 
 namespace dpfab::ofi {
@@ -97,9 +97,18 @@ struct Fabric {
 class DomainProgress final : public wait::ProgressSource {
  public:
   proto::Link* link = nullptr;  ///< the port engine; null for a port the application owns
+  int64_t spin = 0;             ///< FI_DPDK_SPIN_US in ns (negative: spin without end)
   /// Under automatic progress the lcores poll the port: inline progress would only contend.
   size_t progress() noexcept override {
     return link && !progress::lcores_running() ? link->progress() : 0;
+  }
+  int64_t spin_ns() const noexcept override {
+    if (!link || progress::lcores_running()) return 0;
+    return spin < 0 ? INT64_MAX / 2 : spin;
+  }
+  /// A blocked wait under manual progress wakes every 100 us to poll the port.
+  int64_t poll_interval_ns() const noexcept override {
+    return link && !progress::lcores_running() ? 100'000 : -1;
   }
 };
 

@@ -1,15 +1,435 @@
 // SPDX-License-Identifier: BSD-3-Clause
 //
-// Endpoints. The DGRAM data path is not there yet: fi_endpoint says so with -FI_ENOSYS, so that
-// fabric, domain, EQ, CQ and counter work can be exercised through the core meanwhile.
+// FI_EP_DGRAM endpoints: the fid_ep ops tables over proto::DgramEndpoint. Bind a CQ (or counter)
+// per direction and an AV, then fi_enable reserves the UDP port (the one in info->src_addr or
+// fi_setname, else an ephemeral one) on the domain's port.
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+
+#include <cstring>
+#include <memory>
+
 #include "dpdk.h"
+#include "event/cntr.h"
+#include "event/cq.h"
+#include "proto/av.h"
+#include "proto/dgram.h"
+#include "wire/format.h"
 
 namespace dpfab::ofi {
+namespace {
 
-int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** ep, void*) noexcept {
-  if (!domain || !info || !ep) return -FI_EINVAL;
-  DPFAB_INFO(FI_LOG_EP_CTRL, "FI_EP_DGRAM endpoints are not implemented yet");
-  return -FI_ENOSYS;
+// FI_SOURCE lookups go to the bound address vector.
+class AvSource final : public proto::SourceLookup {
+ public:
+  const proto::AddressVector* av = nullptr;
+  fi_addr_t reverse(uint32_t ip, uint16_t port, uint16_t ep) const noexcept override {
+    return av ? av->reverse(ip, port, ep) : FI_ADDR_NOTAVAIL;
+  }
+};
+
+struct Endpoint {
+  fid_ep fid{};
+  Domain* domain = nullptr;
+  progress::PortEngine* engine = nullptr;
+  std::unique_ptr<proto::DgramEndpoint> dgram;
+  proto::DgramEndpoint::Config cfg;
+  event::Cq* tx_cq = nullptr;
+  event::Cq* rx_cq = nullptr;
+  event::Cntr* tx_cntr = nullptr;
+  event::Cntr* rx_cntr = nullptr;
+  fid_av* av_fid = nullptr;
+  proto::AddressVector* av = nullptr;
+  fid_eq* eq = nullptr;
+  AvSource source;
+  uint64_t tx_op_flags = 0, rx_op_flags = 0;
+  uint64_t caps = 0;
+  uint16_t udp_port_be = 0;  ///< asked for (info->src_addr / fi_setname), 0 = ephemeral
+  uint16_t ep_id_be = 0;
+  bool enabled = false;
+};
+
+Endpoint* ep_of(fid_ep* e) noexcept { return container_of_fid<Endpoint>(&e->fid); }
+Endpoint* ep_of(fid* f) noexcept { return container_of_fid<Endpoint>(f); }
+
+// ---- fi_ops ------------------------------------------------------------------------------
+
+int ep_close(fid* f) noexcept {
+  Endpoint* e = ep_of(f);
+  if (e->enabled) {
+    e->engine->unbind(e->dgram->address().udp_port_be);
+    e->engine->with_rx_owner([&] { e->dgram->clear_backlog_locked(); });
+  }
+  if (e->tx_cq) e->tx_cq->remove_binding();
+  if (e->rx_cq && e->rx_cq != e->tx_cq) e->rx_cq->remove_binding();
+  if (e->tx_cntr) e->tx_cntr->bind_unref();
+  if (e->rx_cntr && e->rx_cntr != e->tx_cntr) e->rx_cntr->bind_unref();
+  if (e->av_fid) av_bind_ref(e->av_fid, -1);
+  if (e->eq) eq_bind_ref(e->eq, -1);
+  e->domain->refs.fetch_sub(1, std::memory_order_release);
+  delete e;
+  return FI_SUCCESS;
+}
+
+int ep_bind(fid* f, fid* bfid, uint64_t flags) noexcept {
+  Endpoint* e = ep_of(f);
+  if (!bfid) return -FI_EINVAL;
+  if (e->enabled) return -FI_EOPBADSTATE;
+  switch (bfid->fclass) {
+    case FI_CLASS_CQ: {
+      if (flags & ~(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)) return -FI_EBADFLAGS;
+      WaitInfo wi;
+      if (cq_wait_info(bfid, &wi) != FI_SUCCESS) return -FI_EINVAL;
+      auto* cq = static_cast<event::Cq*>(wi.waitable);
+      bool tx = flags & FI_TRANSMIT, rx = flags & FI_RECV;
+      if ((tx && e->tx_cq) || (rx && e->rx_cq)) return -FI_EINVAL;  // one CQ per direction
+      if (!tx && !rx) return -FI_EBADFLAGS;
+      cq->add_binding();
+      if (tx) e->tx_cq = cq;
+      if (rx) e->rx_cq = cq;
+      e->dgram->bind_cq(cq, tx, rx, flags & FI_SELECTIVE_COMPLETION);
+      return FI_SUCCESS;
+    }
+    case FI_CLASS_CNTR: {
+      // Message endpoints count sends and receives; RMA counters have nothing to count here.
+      if (flags & ~(FI_SEND | FI_RECV)) return -FI_EBADFLAGS;
+      WaitInfo wi;
+      if (cntr_wait_info(bfid, &wi) != FI_SUCCESS) return -FI_EINVAL;
+      auto* c = static_cast<event::Cntr*>(wi.waitable);
+      bool tx = flags & FI_SEND, rx = flags & FI_RECV;
+      if ((tx && e->tx_cntr) || (rx && e->rx_cntr) || (!tx && !rx)) return -FI_EINVAL;
+      c->bind_ref();
+      if (tx) e->tx_cntr = c;
+      if (rx) e->rx_cntr = c;
+      e->dgram->bind_cntr(c, tx, rx);
+      return FI_SUCCESS;
+    }
+    case FI_CLASS_AV: {
+      if (e->av_fid) return -FI_EINVAL;
+      auto* av = av_of(container_of_fid<fid_av>(bfid));
+      if (!av) return -FI_EINVAL;
+      av_bind_ref(container_of_fid<fid_av>(bfid), +1);
+      e->av_fid = container_of_fid<fid_av>(bfid);
+      e->av = av;
+      e->source.av = av;
+      e->dgram->bind_source_lookup(&e->source);
+      return FI_SUCCESS;
+    }
+    case FI_CLASS_EQ:
+      if (e->eq) return -FI_EINVAL;
+      if (eq_bind_ref(container_of_fid<fid_eq>(bfid), +1) < 0) return -FI_EINVAL;
+      e->eq = container_of_fid<fid_eq>(bfid);
+      return FI_SUCCESS;
+    default:
+      return -FI_EINVAL;
+  }
+}
+
+int ep_enable(Endpoint* e) noexcept {
+  if (e->enabled) return FI_SUCCESS;
+  if ((e->caps & FI_SEND) && !e->tx_cq && !e->tx_cntr) return -FI_ENOCQ;
+  if ((e->caps & FI_RECV) && !e->rx_cq && !e->rx_cntr) return -FI_ENOCQ;
+  if (!e->av) return -FI_ENOAV;
+  uint16_t port = e->udp_port_be;
+  if (port) {
+    if (int r = e->engine->bind(port, e->dgram.get()); r != FI_SUCCESS) return r;
+  } else {
+    port = e->engine->bind_ephemeral(e->dgram.get());
+    if (!port) return -FI_EADDRINUSE;
+  }
+  e->dgram->set_address(port, e->ep_id_be);
+  e->enabled = true;
+  return FI_SUCCESS;
+}
+
+int ep_control(fid* f, int command, void* arg) noexcept {
+  Endpoint* e = ep_of(f);
+  switch (command) {
+    case FI_ENABLE:
+      return ep_enable(e);
+    case FI_GETOPSFLAG: {
+      auto* flags = static_cast<uint64_t*>(arg);
+      if (!flags) return -FI_EINVAL;
+      if (*flags & FI_TRANSMIT)
+        *flags = e->tx_op_flags;
+      else if (*flags & FI_RECV)
+        *flags = e->rx_op_flags;
+      else
+        return -FI_EINVAL;
+      return FI_SUCCESS;
+    }
+    case FI_SETOPSFLAG: {
+      auto* flags = static_cast<uint64_t*>(arg);
+      if (!flags) return -FI_EINVAL;
+      if (*flags & FI_TRANSMIT)
+        e->tx_op_flags = *flags & ~FI_TRANSMIT;
+      else if (*flags & FI_RECV)
+        e->rx_op_flags = *flags & ~FI_RECV;
+      else
+        return -FI_EINVAL;
+      return FI_SUCCESS;
+    }
+    default:
+      return -FI_ENOSYS;
+  }
+}
+
+fi_ops g_ep_fi_ops = {
+    .size = sizeof(fi_ops),
+    .close = ep_close,
+    .bind = ep_bind,
+    .control = ep_control,
+    .ops_open = enosys<decltype(fi_ops::ops_open)>,
+    .tostr = nullptr,
+    .ops_set = enosys<decltype(fi_ops::ops_set)>,
+};
+
+// ---- fi_ops_ep ---------------------------------------------------------------------------
+
+ssize_t ep_cancel(fid* f, void* context) noexcept {
+  Endpoint* e = ep_of(f);
+  int r = -FI_ENOENT;
+  e->engine->with_rx_owner([&] { r = e->dgram->cancel_locked(context); });
+  return r;
+}
+
+// No endpoint options apply to DGRAM (FI_OPT_MIN_MULTI_RECV needs FI_MULTI_RECV, CM data needs
+// connections).
+int ep_getopt(fid*, int, int, void*, size_t*) noexcept { return -FI_ENOPROTOOPT; }
+
+int ep_setopt(fid*, int, int, const void*, size_t) noexcept { return -FI_ENOPROTOOPT; }
+
+fi_ops_ep g_ep_ops = {
+    .size = sizeof(fi_ops_ep),
+    .cancel = ep_cancel,
+    .getopt = ep_getopt,
+    .setopt = ep_setopt,
+    .tx_ctx = enosys<decltype(fi_ops_ep::tx_ctx)>,
+    .rx_ctx = enosys<decltype(fi_ops_ep::rx_ctx)>,
+    .rx_size_left = enosys<decltype(fi_ops_ep::rx_size_left)>,
+    .tx_size_left = enosys<decltype(fi_ops_ep::tx_size_left)>,
+};
+
+// ---- fi_ops_cm ---------------------------------------------------------------------------
+
+int ep_getname(fid* f, void* addr, size_t* addrlen) noexcept {
+  Endpoint* e = ep_of(f);
+  if (!addrlen) return -FI_EINVAL;
+  wire::Address a = e->dgram->address();
+  if (!e->enabled) a.udp_port_be = e->udp_port_be, a.ep_id_be = e->ep_id_be;
+  size_t have = *addrlen;
+  *addrlen = sizeof(a);
+  if (!addr || have < sizeof(a)) return -FI_ETOOSMALL;
+  std::memcpy(addr, &a, sizeof(a));
+  return FI_SUCCESS;
+}
+
+int ep_setname(fid* f, void* addr, size_t addrlen) noexcept {
+  Endpoint* e = ep_of(f);
+  if (e->enabled) return -FI_EOPBADSTATE;
+  if (!wire::valid_address(addr, addrlen)) return -FI_EINVAL;
+  wire::Address a;
+  std::memcpy(&a, addr, sizeof(a));
+  if (a.ipv4_be && a.ipv4_be != e->engine->ipv4_be()) return -FI_EINVAL;  // not our port
+  e->udp_port_be = a.udp_port_be;
+  e->ep_id_be = a.ep_id_be;
+  return FI_SUCCESS;
+}
+
+fi_ops_cm g_ep_cm_ops = {
+    .size = sizeof(fi_ops_cm),
+    .setname = ep_setname,
+    .getname = ep_getname,
+    .getpeer = enosys<decltype(fi_ops_cm::getpeer)>,
+    .connect = enosys<decltype(fi_ops_cm::connect)>,
+    .listen = enosys<decltype(fi_ops_cm::listen)>,
+    .accept = enosys<decltype(fi_ops_cm::accept)>,
+    .reject = enosys<decltype(fi_ops_cm::reject)>,
+    .shutdown = enosys<decltype(fi_ops_cm::shutdown)>,
+    .join = enosys<decltype(fi_ops_cm::join)>,
+};
+
+// ---- fi_ops_msg --------------------------------------------------------------------------
+
+bool destination(const Endpoint* e, fi_addr_t a, proto::Destination* d) noexcept {
+  const proto::AvEntry* entry = e->av ? e->av->lookup(a) : nullptr;
+  if (!entry) return false;
+  std::memcpy(d->mac.addr_bytes, entry->addr.mac, 6);
+  d->ipv4_be = entry->addr.ipv4_be;
+  d->udp_port_be = entry->addr.udp_port_be;
+  d->ep_id_be = entry->addr.ep_id_be;
+  return true;
+}
+
+ssize_t do_send(fid_ep* ep, const iovec* iov, size_t count, fi_addr_t dest, void* context,
+                uint64_t flags, bool has_data, uint64_t data, bool inject) noexcept {
+  Endpoint* e = ep_of(ep);
+  if (!e->enabled) return -FI_EOPBADSTATE;
+  proto::Destination d;
+  if (!destination(e, dest, &d)) return -FI_EINVAL;
+  return e->dgram->send(iov, count, d, context, flags, has_data, data, inject);
+}
+
+ssize_t do_recv(fid_ep* ep, const iovec* iov, size_t count, void* context,
+                uint64_t flags) noexcept {
+  Endpoint* e = ep_of(ep);
+  if (!e->enabled) return -FI_EOPBADSTATE;
+  if (flags & FI_MULTI_RECV) return -FI_EINVAL;  // not offered
+  return e->dgram->post_recv(iov, count, context, flags);
+}
+
+ssize_t msg_recv(fid_ep* ep, void* buf, size_t len, void*, fi_addr_t, void* context) noexcept {
+  iovec iov{buf, len};
+  return do_recv(ep, &iov, 1, context, ep_of(ep)->rx_op_flags);
+}
+
+ssize_t msg_recvv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t,
+                  void* context) noexcept {
+  return do_recv(ep, iov, count, context, ep_of(ep)->rx_op_flags);
+}
+
+ssize_t msg_recvmsg(fid_ep* ep, const fi_msg* msg, uint64_t flags) noexcept {
+  if (!msg) return -FI_EINVAL;
+  return do_recv(ep, msg->msg_iov, msg->iov_count, msg->context, flags);
+}
+
+ssize_t msg_send(fid_ep* ep, const void* buf, size_t len, void*, fi_addr_t dest,
+                 void* context) noexcept {
+  iovec iov{const_cast<void*>(buf), len};
+  return do_send(ep, &iov, 1, dest, context, ep_of(ep)->tx_op_flags, false, 0, false);
+}
+
+ssize_t msg_sendv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t dest,
+                  void* context) noexcept {
+  return do_send(ep, iov, count, dest, context, ep_of(ep)->tx_op_flags, false, 0, false);
+}
+
+ssize_t msg_sendmsg(fid_ep* ep, const fi_msg* msg, uint64_t flags) noexcept {
+  if (!msg) return -FI_EINVAL;
+  // FI_INJECT: the buffer is free on return -- always true here (the payload is copied); the
+  // completion is still written as the flags ask.
+  return do_send(ep, msg->msg_iov, msg->iov_count, msg->addr, msg->context, flags,
+                 flags & FI_REMOTE_CQ_DATA, msg->data, false);
+}
+
+ssize_t msg_inject(fid_ep* ep, const void* buf, size_t len, fi_addr_t dest) noexcept {
+  iovec iov{const_cast<void*>(buf), len};
+  return do_send(ep, &iov, 1, dest, nullptr, 0, false, 0, true);
+}
+
+ssize_t msg_senddata(fid_ep* ep, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest,
+                     void* context) noexcept {
+  iovec iov{const_cast<void*>(buf), len};
+  return do_send(ep, &iov, 1, dest, context, ep_of(ep)->tx_op_flags, true, data, false);
+}
+
+ssize_t msg_injectdata(fid_ep* ep, const void* buf, size_t len, uint64_t data,
+                       fi_addr_t dest) noexcept {
+  iovec iov{const_cast<void*>(buf), len};
+  return do_send(ep, &iov, 1, dest, nullptr, 0, true, data, true);
+}
+
+fi_ops_msg g_msg_ops = {
+    .size = sizeof(fi_ops_msg),
+    .recv = msg_recv,
+    .recvv = msg_recvv,
+    .recvmsg = msg_recvmsg,
+    .send = msg_send,
+    .sendv = msg_sendv,
+    .sendmsg = msg_sendmsg,
+    .inject = msg_inject,
+    .senddata = msg_senddata,
+    .injectdata = msg_injectdata,
+};
+
+// Operations a DGRAM endpoint does not offer: every slot answers -FI_ENOSYS.
+fi_ops_rma g_rma_ops = {
+    .size = sizeof(fi_ops_rma),
+    .read = enosys<decltype(fi_ops_rma::read)>,
+    .readv = enosys<decltype(fi_ops_rma::readv)>,
+    .readmsg = enosys<decltype(fi_ops_rma::readmsg)>,
+    .write = enosys<decltype(fi_ops_rma::write)>,
+    .writev = enosys<decltype(fi_ops_rma::writev)>,
+    .writemsg = enosys<decltype(fi_ops_rma::writemsg)>,
+    .inject = enosys<decltype(fi_ops_rma::inject)>,
+    .writedata = enosys<decltype(fi_ops_rma::writedata)>,
+    .injectdata = enosys<decltype(fi_ops_rma::injectdata)>,
+};
+
+fi_ops_tagged g_tagged_ops = {
+    .size = sizeof(fi_ops_tagged),
+    .recv = enosys<decltype(fi_ops_tagged::recv)>,
+    .recvv = enosys<decltype(fi_ops_tagged::recvv)>,
+    .recvmsg = enosys<decltype(fi_ops_tagged::recvmsg)>,
+    .send = enosys<decltype(fi_ops_tagged::send)>,
+    .sendv = enosys<decltype(fi_ops_tagged::sendv)>,
+    .sendmsg = enosys<decltype(fi_ops_tagged::sendmsg)>,
+    .inject = enosys<decltype(fi_ops_tagged::inject)>,
+    .senddata = enosys<decltype(fi_ops_tagged::senddata)>,
+    .injectdata = enosys<decltype(fi_ops_tagged::injectdata)>,
+};
+
+fi_ops_atomic g_atomic_ops = {
+    .size = sizeof(fi_ops_atomic),
+    .write = enosys<decltype(fi_ops_atomic::write)>,
+    .writev = enosys<decltype(fi_ops_atomic::writev)>,
+    .writemsg = enosys<decltype(fi_ops_atomic::writemsg)>,
+    .inject = enosys<decltype(fi_ops_atomic::inject)>,
+    .readwrite = enosys<decltype(fi_ops_atomic::readwrite)>,
+    .readwritev = enosys<decltype(fi_ops_atomic::readwritev)>,
+    .readwritemsg = enosys<decltype(fi_ops_atomic::readwritemsg)>,
+    .compwrite = enosys<decltype(fi_ops_atomic::compwrite)>,
+    .compwritev = enosys<decltype(fi_ops_atomic::compwritev)>,
+    .compwritemsg = enosys<decltype(fi_ops_atomic::compwritemsg)>,
+    .writevalid = enosys<decltype(fi_ops_atomic::writevalid)>,
+    .readwritevalid = enosys<decltype(fi_ops_atomic::readwritevalid)>,
+    .compwritevalid = enosys<decltype(fi_ops_atomic::compwritevalid)>,
+};
+
+}  // namespace
+
+int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context) noexcept {
+  return guard("fi_endpoint", [&]() -> int {
+    if (!domain || !info || !ep) return -FI_EINVAL;
+    Domain* dom = container_of_fid<Domain>(&domain->fid);
+    if (info->ep_attr && info->ep_attr->type != FI_EP_DGRAM && info->ep_attr->type != FI_EP_UNSPEC)
+      return -FI_EINVAL;
+    if (!dom->engine) return -FI_ENODEV;  // a port the application owns: no data path
+    auto e = std::make_unique<Endpoint>();
+    e->domain = dom;
+    e->engine = dom->engine;
+    e->caps = info->caps ? info->caps : (FI_MSG | FI_SEND | FI_RECV);
+    if (!(e->caps & (FI_SEND | FI_RECV))) e->caps |= FI_SEND | FI_RECV;
+    size_t max_msg = wire::max_payload(dom->engine->mtu() ? dom->engine->mtu() : 1500);
+    e->cfg.max_msg = max_msg;
+    e->cfg.inject_size = max_msg;
+    e->cfg.rx_size = info->rx_attr && info->rx_attr->size ? info->rx_attr->size : 512;
+    e->cfg.source = e->caps & FI_SOURCE;
+    if (info->tx_attr) e->tx_op_flags = info->tx_attr->op_flags;
+    if (info->rx_attr) e->rx_op_flags = info->rx_attr->op_flags;
+    if (info->src_addr && wire::valid_address(info->src_addr, info->src_addrlen)) {
+      wire::Address a;
+      std::memcpy(&a, info->src_addr, sizeof(a));
+      e->udp_port_be = a.udp_port_be;
+      e->ep_id_be = a.ep_id_be;
+    }
+    auto dg = proto::DgramEndpoint::create(dom->engine, e->cfg);
+    if (!dg) return dg.code();
+    e->dgram = std::move(dg.value());
+    e->fid.fid.fclass = FI_CLASS_EP;
+    e->fid.fid.context = context;
+    e->fid.fid.ops = &g_ep_fi_ops;
+    e->fid.ops = &g_ep_ops;
+    e->fid.cm = &g_ep_cm_ops;
+    e->fid.msg = &g_msg_ops;
+    e->fid.rma = &g_rma_ops;
+    e->fid.tagged = &g_tagged_ops;
+    e->fid.atomic = &g_atomic_ops;
+    dom->refs.fetch_add(1, std::memory_order_relaxed);
+    *ep = &e.release()->fid;
+    return FI_SUCCESS;
+  });
 }
 
 }  // namespace dpfab::ofi

@@ -39,6 +39,8 @@ Registry& registry() {
   return *r;
 }
 
+constexpr useconds_t kCloseLingerUs = 100'000;  // 100 ms, once per port at provider cleanup
+
 std::string err_text(int err) { return rte_strerror(err < 0 ? -err : err); }
 
 // Splits "net_memif0,role=auto,socket=/x" into the device name and its devargs.
@@ -199,6 +201,13 @@ std::string format_mac(const rte_ether_addr& mac) {
 }
 
 Port::~Port() {
+  // Frames the application sent just before closing may still sit in the TX ring, or (memif) in
+  // rings that live in our memory and vanish when we disconnect. A socket would deliver them;
+  // give the peer a moment to take them before the link goes away.
+  if (started_) {
+    refresh_link();
+    if (info_.link_up) usleep(kCloseLingerUs);
+  }
   if (started_) rte_eth_dev_stop(info_.port_id);
   if (info_.created) {
     rte_eth_dev_close(info_.port_id);

@@ -65,7 +65,14 @@ int PortEngine::bind(uint16_t udp_port_be, proto::Receiver* r) noexcept {
   if (!demux_[rte_be_to_cpu_16(udp_port_be)].compare_exchange_strong(
           expected, r, std::memory_order_release, std::memory_order_relaxed))
     return -FI_EADDRINUSE;
-  return FI_SUCCESS;
+  for (auto& slot : receivers_) {
+    proto::Receiver* free_slot = nullptr;
+    if (slot.compare_exchange_strong(free_slot, r, std::memory_order_release,
+                                     std::memory_order_relaxed))
+      return FI_SUCCESS;
+  }
+  demux_[rte_be_to_cpu_16(udp_port_be)].store(nullptr, std::memory_order_release);
+  return -FI_ENOSPC;  // more endpoints on one port than kMaxReceivers
 }
 
 uint16_t PortEngine::bind_ephemeral(proto::Receiver* r) noexcept {
@@ -76,7 +83,12 @@ uint16_t PortEngine::bind_ephemeral(proto::Receiver* r) noexcept {
 }
 
 void PortEngine::unbind(uint16_t udp_port_be) noexcept {
-  demux_[rte_be_to_cpu_16(udp_port_be)].store(nullptr, std::memory_order_seq_cst);
+  proto::Receiver* r =
+      demux_[rte_be_to_cpu_16(udp_port_be)].exchange(nullptr, std::memory_order_seq_cst);
+  for (auto& slot : receivers_) {
+    proto::Receiver* expected = r;
+    if (r && slot.compare_exchange_strong(expected, nullptr, std::memory_order_seq_cst)) break;
+  }
   // A poll step that loaded the old pointer holds rx_busy_ until it is done with it.
   while (rx_busy_.load(std::memory_order_seq_cst)) rx_wait();
 }
@@ -96,17 +108,16 @@ uint16_t PortEngine::transmit(rte_mbuf** frames, uint16_t n) noexcept {
   return sent;
 }
 
-bool PortEngine::handle(rte_mbuf* m) noexcept {
+PortEngine::Handled PortEngine::handle(rte_mbuf* m) noexcept {
   wire::Frame f;
   switch (wire::decode_mbuf(m, &f, decode_)) {
     case wire::Verdict::kData: {
       proto::Receiver* r = demux_[rte_be_to_cpu_16(f.dst_port_be)].load(std::memory_order_acquire);
       if (!r) {
         stats_.no_listener.fetch_add(1, std::memory_order_relaxed);
-        return false;
+        return Handled::kFree;
       }
-      r->deliver(f, m);
-      return true;
+      return r->deliver(f, m) ? Handled::kKept : Handled::kDelivered;
     }
     case wire::Verdict::kArp: {
       stats_.arp.fetch_add(1, std::memory_order_relaxed);
@@ -120,7 +131,16 @@ bool PortEngine::handle(rte_mbuf* m) noexcept {
     default:
       break;  // rejected: counted by the decoder
   }
-  return false;
+  return Handled::kFree;
+}
+
+size_t PortEngine::drain_backlogs() noexcept {
+  size_t done = 0;
+  for (auto& slot : receivers_) {
+    proto::Receiver* r = slot.load(std::memory_order_acquire);
+    if (r && r->has_backlog()) done += r->drain_backlog();
+  }
+  return done;
 }
 
 size_t PortEngine::progress() noexcept {
@@ -128,15 +148,20 @@ size_t PortEngine::progress() noexcept {
   if (rx_busy_.load(std::memory_order_relaxed) ||
       rx_busy_.exchange(true, std::memory_order_acquire))
     return 0;
+  size_t delivered = drain_backlogs();  // frames held for receives posted since
   rte_mbuf* pkts[kBurst];
   uint16_t n = rte_eth_rx_burst(port_id_, 0, pkts, kBurst);
-  size_t delivered = 0;
-  for (uint16_t i = 0; i < n; ++i) delivered += handle(pkts[i]);
+  uint16_t to_free = 0;
+  for (uint16_t i = 0; i < n; ++i) {
+    Handled h = handle(pkts[i]);
+    delivered += h == Handled::kDelivered;
+    if (h != Handled::kKept) pkts[to_free++] = pkts[i];
+  }
   if ((++polls_ & 255) == 0 || (n == 0 && neigh_pending_.load(std::memory_order_relaxed)))
     tick_neighbours();
   rx_busy_.store(false, std::memory_order_release);
   if (n) {
-    rte_pktmbuf_free_bulk(pkts, n);
+    rte_pktmbuf_free_bulk(pkts, to_free);
     stats_.rx_frames.fetch_add(n, std::memory_order_relaxed);
   }
   return delivered;

@@ -81,7 +81,9 @@ class PortEngine final : public proto::Link {
   explicit PortEngine(port::Port* p);
   static void rx_wait() noexcept;
   static int64_t now_ns() noexcept;
-  bool handle(rte_mbuf* m) noexcept;  // true: delivered to an endpoint (an event)
+  enum class Handled { kFree, kDelivered, kKept };  // kKept: a receiver holds the mbuf
+  Handled handle(rte_mbuf* m) noexcept;
+  size_t drain_backlogs() noexcept;  // RX owner
   void send_raw(const uint8_t* frame, size_t len) noexcept;
   void tick_neighbours() noexcept;  // RX owner: retries and new resolutions
 
@@ -97,6 +99,10 @@ class PortEngine final : public proto::Link {
   uint32_t polls_ = 0;                      // RX owner: neighbour timers run every few polls
   std::atomic<bool> neigh_pending_{false};  // a resolution is under way: tick on idle polls
   std::unique_ptr<std::atomic<proto::Receiver*>[]> demux_;  // indexed by UDP port (host order)
+  // Bound receivers, for the backlog pass of every poll step (control path writes, RX owner
+  // reads; unbind waits for the RX owner as for demux_).
+  static constexpr size_t kMaxReceivers = 256;
+  std::atomic<proto::Receiver*> receivers_[kMaxReceivers] = {};
   EngineStats stats_;
 };
 

@@ -175,19 +175,45 @@ ssize_t DgramEndpoint::send(const iovec* iov, size_t count, const Destination& d
   return 0;
 }
 
-void DgramEndpoint::deliver(const wire::Frame& f, const rte_mbuf* m) noexcept {
+bool DgramEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
   stats_.rx_frames.fetch_add(1, std::memory_order_relaxed);
-  if (rx_cq_ && !rx_cq_->would_fit(1)) {  // RM: unreliable DGRAM drops, keeping the receive
-    stats_.rx_cq_full.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
   RecvDesc d;
-  if (!next_recv(&d)) {
-    stats_.rx_no_buffer.fetch_add(1, std::memory_order_relaxed);
-    return;
+  // In order: behind held-back frames; and only with CQ room (RM) and a posted receive.
+  if (!has_backlog() && (!rx_cq_ || rx_cq_->would_fit(1)) && next_recv(&d)) {
+    complete_rx(d, f, m);
+    return false;
   }
-  posted_count_.fetch_sub(1, std::memory_order_relaxed);
+  if (backlog_tail_ - backlog_head_ == kBacklog) {  // full: unreliable DGRAM drops, counted
+    (rx_cq_ && !rx_cq_->would_fit(1) ? stats_.rx_cq_full : stats_.rx_no_buffer)
+        .fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  Held& h = backlog_[backlog_tail_++ % kBacklog];
+  h.frame = f;
+  h.mbuf = m;
+  stats_.rx_held.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
 
+size_t DgramEndpoint::drain_backlog() noexcept {
+  size_t done = 0;
+  RecvDesc d;
+  while (has_backlog() && (!rx_cq_ || rx_cq_->would_fit(1)) && next_recv(&d)) {
+    Held& h = backlog_[backlog_head_++ % kBacklog];
+    complete_rx(d, h.frame, h.mbuf);
+    rte_pktmbuf_free(h.mbuf);
+    ++done;
+  }
+  return done;
+}
+
+void DgramEndpoint::clear_backlog_locked() noexcept {
+  while (has_backlog()) rte_pktmbuf_free(backlog_[backlog_head_++ % kBacklog].mbuf);
+}
+
+void DgramEndpoint::complete_rx(const RecvDesc& d, const wire::Frame& f,
+                                const rte_mbuf* m) noexcept {
+  posted_count_.fetch_sub(1, std::memory_order_relaxed);
   // Scatter the payload into the posted buffers.
   size_t room = 0;
   for (uint32_t i = 0; i < d.count; ++i) room += d.iov[i].iov_len;

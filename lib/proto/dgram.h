@@ -54,8 +54,9 @@ class SourceLookup {
 
 struct DgramStats {
   std::atomic<uint64_t> tx_frames{0}, rx_frames{0};
-  std::atomic<uint64_t> rx_no_buffer{0};  ///< no receive posted: dropped
-  std::atomic<uint64_t> rx_cq_full{0};    ///< completion would not fit: dropped
+  std::atomic<uint64_t> rx_no_buffer{0};  ///< no receive posted and the backlog full: dropped
+  std::atomic<uint64_t> rx_held{0};       ///< held back until a receive was posted
+  std::atomic<uint64_t> rx_cq_full{0};    ///< no CQ room and the backlog full: dropped
   std::atomic<uint64_t> rx_truncated{0};  ///< FI_ETRUNC completions
 };
 
@@ -94,7 +95,11 @@ class DgramEndpoint final : public Receiver {
   int cancel_locked(void* context) noexcept;
 
   // ---- receive side (the port's RX owner) ----
-  void deliver(const wire::Frame& f, const rte_mbuf* m) noexcept override;
+  bool deliver(const wire::Frame& f, rte_mbuf* m) noexcept override;
+  bool has_backlog() const noexcept override { return backlog_head_ != backlog_tail_; }
+  size_t drain_backlog() noexcept override;
+  /// Frees held-back frames (endpoint close, with the receive side held).
+  void clear_backlog_locked() noexcept;
 
   const DgramStats& stats() const noexcept { return stats_; }
   Link* link() const noexcept { return link_; }
@@ -113,6 +118,21 @@ class DgramEndpoint final : public Receiver {
 
   DgramEndpoint(Link* link, const Config& cfg) : link_(link), cfg_(cfg) {}
   bool next_recv(RecvDesc* out) noexcept;  // RX owner: staged first, then the ring
+  // Completes `d` with frame `f` (copy, completion, counter). RX owner.
+  void complete_rx(const RecvDesc& d, const wire::Frame& f, const rte_mbuf* m) noexcept;
+
+  // Frames that arrived before a receive was posted (or without CQ room), oldest first: like a
+  // socket buffer, so that a peer that answers quickly is not lost. RX owner only.
+ public:
+  static constexpr size_t kBacklog = 256;
+
+ private:
+  struct Held {
+    wire::Frame frame;
+    rte_mbuf* mbuf;
+  };
+  std::unique_ptr<Held[]> backlog_{new Held[kBacklog]};
+  size_t backlog_head_ = 0, backlog_tail_ = 0;  // ring indices, tail - head <= kBacklog
   void complete_tx(void* context, uint64_t flags) noexcept;
 
   Link* link_;

@@ -40,8 +40,15 @@ class Receiver {
  public:
   virtual ~Receiver() = default;
   /// A decoded data frame for this endpoint's UDP port. Called only by the thread that owns the
-  /// port's receive side at the moment (one at a time). `m` stays the caller's.
-  virtual void deliver(const wire::Frame& f, const rte_mbuf* m) noexcept = 0;
+  /// port's receive side at the moment (one at a time).
+  /// @return true when the receiver kept `m` (it frees it later), false when the caller frees it.
+  virtual bool deliver(const wire::Frame& f, rte_mbuf* m) noexcept = 0;
+  /// Whether frames are held back (no receive posted yet, or no CQ room): the poll step then
+  /// calls drain_backlog() every round. RX owner only.
+  virtual bool has_backlog() const noexcept { return false; }
+  /// Matches held-back frames with receives posted since. RX owner only. Returns frames
+  /// completed.
+  virtual size_t drain_backlog() noexcept { return 0; }
 };
 
 }  // namespace dpfab::proto

@@ -83,7 +83,7 @@ class Signal {
   SignalKind kind_;
   UniqueFd fd_;
   std::atomic<bool> fd_exported_{false};
-  std::atomic<bool> fd_raised_{false};  // the eventfd was written since the last drain
+  std::atomic<bool> fd_raised_{false};        // the eventfd was written since the last drain
   alignas(64) std::atomic<uint32_t> gen_{0};  // futex word
   std::atomic<int> sleepers_{0};              // in-process waiters inside futex_wait
   pthread_mutex_t mutex_ = PTHREAD_MUTEX_INITIALIZER;

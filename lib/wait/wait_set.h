@@ -42,6 +42,11 @@ class WaitSet final : public Aggregator {
   /// when nfds is too small, with nfds set to what is needed). -FI_ENODATA for UNSPEC/YIELD.
   int get_wait(void* arg) noexcept;
   uint64_t change_index() const noexcept { return change_index_.load(std::memory_order_acquire); }
+  /// Raises the set's own signal (FD / MUTEX_COND / YIELD sets): an external event such as a
+  /// worker signal. No effect on POLLFD sets (they have no signal of their own).
+  void raise_signal() noexcept {
+    if (signal_) signal_->raise();
+  }
 
   /// Keeps change_index in step with membership (POLLFD).
   int add_member(Waitable* member, void* context) noexcept;

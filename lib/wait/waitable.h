@@ -58,6 +58,12 @@ class ProgressSource {
   virtual ~ProgressSource() = default;
   /// One poll step; returns how many events it produced.
   virtual size_t progress() noexcept = 0;
+  /// How long a blocked wait keeps running progress steps before it sleeps (the spin budget).
+  virtual int64_t spin_ns() const noexcept { return 0; }
+  /// While a wait sleeps, how often it wakes to run a progress step; negative when events arrive
+  /// without the waiter's help (automatic progress). Under manual progress nothing else moves the
+  /// port until the wakeup thread of DESIGN.md does, so the sleeper polls at this interval.
+  virtual int64_t poll_interval_ns() const noexcept { return -1; }
 };
 
 class Aggregator;
@@ -139,6 +145,17 @@ class Waitable {
   template <typename Pred>
   WaitStatus wait(Pred&& pred, const Deadline& d) noexcept {
     const uint64_t seq = interrupts_.load(std::memory_order_acquire);
+    ProgressSource* src = progress_source();
+    // Spin phase: poll for the spin budget before paying for a sleep and a wakeup.
+    if (src && src->spin_ns() > 0) {
+      const Deadline spin_end = Deadline::after_ns(src->spin_ns());
+      while (!spin_end.expired() && !d.expired()) {
+        src->progress();
+        if (pred()) return WaitStatus::kReady;
+        if (interrupts_.load(std::memory_order_acquire) != seq) return WaitStatus::kInterrupted;
+      }
+    }
+    const int64_t slice = src ? src->poll_interval_ns() : -1;
     for (;;) {
       progress_once();
       if (pred()) return WaitStatus::kReady;
@@ -158,7 +175,13 @@ class Waitable {
         disarm();
         return WaitStatus::kInterrupted;
       }
-      Woke w = signal_->wait(d, gen);
+      // Under manual progress sleep in slices, polling the port between them.
+      const bool sliced = slice >= 0 && (d.infinite() || d.remaining_ns() > slice);
+      Woke w = signal_->wait(sliced ? Deadline::after_ns(slice) : d, gen);
+      if (sliced && w == Woke::kTimeout) {
+        disarm();
+        continue;
+      }
       if (w == Woke::kInterrupted) {
         disarm();
         return pred() ? WaitStatus::kReady : WaitStatus::kInterrupted;

@@ -110,9 +110,9 @@ void Worker::signal() noexcept {
   // S1: seq_cst; see "Why a signal is never lost" in worker.h. Only the caller that turns the
   // flag on raises: while it is on, its raise is in the fd or a consumer will take the flag.
   if (signaled_.exchange(true, std::memory_order_seq_cst)) return;
-  // S2: an eventfd write. EAGAIN only when the count is at its maximum: readable already.
-  uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = ::write(efd_, &one, sizeof(one));
+  // S2: raise the set's signal: the eventfd write (readable for poll and wait), through the
+  // Signal so that its next drain knows to read it.
+  set_->raise_signal();
 }
 
 std::optional<Wake> Worker::arm_or_wake() noexcept {
