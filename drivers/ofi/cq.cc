@@ -4,6 +4,7 @@
 // in lib/event/cq.h; this file validates attributes, wires the wait object (make_signal, wait
 // sets), and maps the fid ops tables onto event::Cq.
 #include "event/cq.h"
+#include "event/eq.h"
 
 #include <cstdio>
 
@@ -19,6 +20,7 @@ struct CqFid {
   fi_wait_obj wait_obj = FI_WAIT_NONE;  ///< FI_WAIT_UNSPEC resolved
   fid_wait* wait_set = nullptr;         ///< with FI_WAIT_SET
   fi_cq_wait_cond wait_cond = FI_CQ_COND_NONE;
+  std::atomic<fid_eq*> overrun_eq{nullptr};  ///< set by a bound endpoint's EQ (RM disabled)
 };
 
 CqFid* as_cq(fid* f) noexcept {
@@ -27,15 +29,32 @@ CqFid* as_cq(fid* f) noexcept {
 }
 CqFid* as_cq(fid_cq* c) noexcept { return c ? as_cq(&c->fid) : nullptr; }
 
-// RM disabled: the CQ overran. Endpoints (next issue) report it as the asynchronous FI_EOVERRUN
-// error event on the EQ they are bound to; until endpoints exist there is no EQ to tell, so it is
-// logged. Runs on the producer's thread, once per CQ.
+// RM disabled: the CQ overran. fi_eq(3): "CQ errors can result when resource management has been
+// disabled, and the provider has detected a queue overrun" -- reported as an asynchronous error
+// event (err FI_EOVERRUN, fid = the CQ) on the EQ of an endpoint bound to the CQ, and logged.
+// Runs on the producer's thread, once per CQ (rare and fatal: the EQ's lock is acceptable here).
 void on_overrun(void* ctx, event::Cq&, const event::Cq::Overrun& what) noexcept {
   auto* c = static_cast<CqFid*>(ctx);
   DPFAB_WARN(FI_LOG_CQ, "CQ %p (context %p) overrun: %zu completion(s)%s dropped; it is unusable",
              static_cast<void*>(c), c->fid.fid.context, what.count,
              what.error ? " and an error" : "");
+  if (fid_eq* eq = c->overrun_eq.load(std::memory_order_acquire)) {
+    fi_eq_err_entry err{};
+    err.fid = &c->fid.fid;
+    err.context = c->fid.fid.context;
+    err.err = FI_EOVERRUN;
+    err.prov_errno = -FI_EOVERRUN;
+    if (event::Eq* q = eq_of(eq)) q->write_error(err, nullptr, 0);
+  }
 }
+
+}  // namespace
+
+void cq_report_overrun_to(fid* cq, fid_eq* eq) noexcept {
+  if (CqFid* c = as_cq(cq)) c->overrun_eq.store(eq, std::memory_order_release);
+}
+
+namespace {
 
 int cq_close(fid* f) noexcept {
   auto* c = container_of_fid<CqFid>(f);

@@ -168,6 +168,10 @@ event::Eq* eq_of(fid_eq* eq) noexcept;
 /// or -FI_EINVAL when `eq` is not one of our EQs or the count would go negative.
 int eq_bind_ref(fid_eq* eq, int delta) noexcept;
 
+/// RM disabled: an overrun of CQ `cq` is reported as an FI_EOVERRUN error event on `eq` (an
+/// endpoint bound to both sets this at enable).
+void cq_report_overrun_to(fid* cq, fid_eq* eq) noexcept;
+
 /// What wait sets, poll sets, fi_trywait and the worker need to know of a waitable fid.
 struct WaitInfo {
   wait::Waitable* waitable = nullptr;

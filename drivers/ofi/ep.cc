@@ -37,6 +37,8 @@ struct Endpoint {
   proto::DgramEndpoint::Config cfg;
   event::Cq* tx_cq = nullptr;
   event::Cq* rx_cq = nullptr;
+  ::fid* tx_cq_fid = nullptr;
+  ::fid* rx_cq_fid = nullptr;
   event::Cntr* tx_cntr = nullptr;
   event::Cntr* rx_cntr = nullptr;
   fid_av* av_fid = nullptr;
@@ -86,8 +88,8 @@ int ep_bind(fid* f, fid* bfid, uint64_t flags) noexcept {
       if ((tx && e->tx_cq) || (rx && e->rx_cq)) return -FI_EINVAL;  // one CQ per direction
       if (!tx && !rx) return -FI_EBADFLAGS;
       cq->add_binding();
-      if (tx) e->tx_cq = cq;
-      if (rx) e->rx_cq = cq;
+      if (tx) e->tx_cq = cq, e->tx_cq_fid = bfid;
+      if (rx) e->rx_cq = cq, e->rx_cq_fid = bfid;
       e->dgram->bind_cq(cq, tx, rx, flags & FI_SELECTIVE_COMPLETION);
       return FI_SUCCESS;
     }
@@ -139,6 +141,10 @@ int ep_enable(Endpoint* e) noexcept {
     if (!port) return -FI_EADDRINUSE;
   }
   e->dgram->set_address(port, e->ep_id_be);
+  if (e->eq) {  // RM disabled: CQ overruns become asynchronous errors on this EQ
+    if (e->tx_cq_fid) cq_report_overrun_to(e->tx_cq_fid, e->eq);
+    if (e->rx_cq_fid) cq_report_overrun_to(e->rx_cq_fid, e->eq);
+  }
   e->enabled = true;
   return FI_SUCCESS;
 }
@@ -406,6 +412,7 @@ int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context)
     e->cfg.inject_size = max_msg;
     e->cfg.rx_size = info->rx_attr && info->rx_attr->size ? info->rx_attr->size : 512;
     e->cfg.source = e->caps & FI_SOURCE;
+    e->cfg.rm_enabled = !(info->domain_attr && info->domain_attr->resource_mgmt == FI_RM_DISABLED);
     if (info->tx_attr) e->tx_op_flags = info->tx_attr->op_flags;
     if (info->rx_attr) e->rx_op_flags = info->rx_attr->op_flags;
     if (info->src_addr && wire::valid_address(info->src_addr, info->src_addrlen)) {

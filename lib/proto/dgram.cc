@@ -129,7 +129,7 @@ ssize_t DgramEndpoint::send(const iovec* iov, size_t count, const Destination& d
   if (len > (inject ? cfg_.inject_size : cfg_.max_msg)) return -FI_EMSGSIZE;
   bool complete = !inject && (!tx_selective_ || (flags & FI_COMPLETION));
   // Resource management: never start what could not complete.
-  if (complete && tx_cq_ && !tx_cq_->would_fit(1)) return -FI_EAGAIN;
+  if (cfg_.rm_enabled && complete && tx_cq_ && !tx_cq_->would_fit(1)) return -FI_EAGAIN;
 
   rte_mbuf* m = rte_pktmbuf_alloc(link_->pool());
   if (!m) {

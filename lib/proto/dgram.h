@@ -66,7 +66,8 @@ class DgramEndpoint final : public Receiver {
     size_t rx_size = 512;   ///< posted receives (rx_attr->size)
     size_t max_msg = 1426;  ///< largest payload (MTU - headers)
     size_t inject_size = 1426;
-    bool source = false;  ///< FI_SOURCE: completions carry the sender's fi_addr
+    bool source = false;     ///< FI_SOURCE: completions carry the sender's fi_addr
+    bool rm_enabled = true;  ///< FI_RM_ENABLED: refuse work whose completion would not fit
   };
   static Result<std::unique_ptr<DgramEndpoint>> create(Link* link, const Config& cfg);
   ~DgramEndpoint() override;
