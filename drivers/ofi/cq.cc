@@ -150,17 +150,7 @@ fi_ops_cq g_cq_ops = {
 int check_attr(const fi_cq_attr& a) noexcept {
   if (a.flags & FI_PEER) return -FI_ENOSYS;  // peer CQs (imported from another provider)
   if (a.flags & ~uint64_t{FI_AFFINITY}) return -FI_EINVAL;
-  switch (a.format) {
-    case FI_CQ_FORMAT_UNSPEC:
-    case FI_CQ_FORMAT_CONTEXT:
-    case FI_CQ_FORMAT_MSG:
-    case FI_CQ_FORMAT_DATA:
-    case FI_CQ_FORMAT_TAGGED:
-      break;
-    default:
-      return -FI_EINVAL;
-  }
-  if (a.size > event::Cq::kMaxSize) return -FI_EINVAL;
+  // format and size: event::Cq::create checks them (-FI_EINVAL).
   // wait_cond "is ignored if wait_obj is set to FI_WAIT_NONE".
   if (a.wait_obj != FI_WAIT_NONE && a.wait_cond != FI_CQ_COND_NONE &&
       a.wait_cond != FI_CQ_COND_THRESHOLD)
