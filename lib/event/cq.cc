@@ -297,14 +297,23 @@ ssize_t Cq::sread(void* buf, size_t count, fi_addr_t* src, size_t threshold,
   if (!signal()) return -FI_EINVAL;
   if (count && !buf) return -FI_EINVAL;
   threshold = std::clamp<size_t>(threshold, 1, capacity_);
-  auto pred = [this, threshold] {
-    return this->count() >= threshold || errors() != 0 || overrun() ||
-           sread_interrupted_.load(std::memory_order_acquire);
+  // fi_cq_signal: signals not yet answered when this sread started end it (one that came while
+  // nobody was blocked ends the next sread, once: fabtests cq_signal).
+  const uint64_t base = sread_acked_.load(std::memory_order_acquire);
+  auto signalled = [this, base] { return sread_signals_.load(std::memory_order_acquire) != base; };
+  auto pred = [this, threshold, &signalled] {
+    return this->count() >= threshold || errors() != 0 || overrun() || signalled();
   };
   for (;;) {
     wait::WaitStatus st = wait(pred, d);
-    // Acquire: pairs with the release store in interrupt_sread.
-    bool interrupted = sread_interrupted_.exchange(false, std::memory_order_acq_rel);
+    const uint64_t seen = sread_signals_.load(std::memory_order_acquire);
+    const bool interrupted = seen != base;
+    if (interrupted) {  // answered: later sreads start from here
+      uint64_t acked = sread_acked_.load(std::memory_order_relaxed);
+      while (acked < seen &&
+             !sread_acked_.compare_exchange_weak(acked, seen, std::memory_order_acq_rel)) {
+      }
+    }
     ssize_t r = read(buf, count, src);
     if (r != -FI_EAGAIN) return r;
     if (interrupted || st != wait::WaitStatus::kReady) return -FI_EAGAIN;

@@ -195,9 +195,11 @@ class Cq final : public wait::Waitable {
   /// fi_cq_signal: makes every sread blocked now return -FI_EAGAIN (when nothing is readable),
   /// or, when none is blocked, the next sread on this CQ. Any thread.
   void interrupt_sread() noexcept {
-    // Release: pairs with the exchange in sread. Set before interrupt() raises the signal, so a
-    // waiter whose predicate misses the flag is woken by the raise (see Waitable::wait).
-    sread_interrupted_.store(true, std::memory_order_release);
+    // A generation, not a flag: every sread that entered before this call compares against the
+    // acknowledged generation it saw on entry, so all of them return -- a flag taken by the
+    // first woken reader left the others asleep until their timeout. Bumped before interrupt()
+    // raises the signal, so a waiter whose predicate misses it is woken by the raise.
+    sread_signals_.fetch_add(1, std::memory_order_acq_rel);
     interrupt();
   }
 
@@ -248,7 +250,8 @@ class Cq final : public wait::Waitable {
   // Producer-written, rare: errors and overrun.
   alignas(64) std::atomic<size_t> errors_{0};  // error markers in the ring (write_error, readerr)
   std::atomic<bool> overrun_{false};
-  std::atomic<bool> sread_interrupted_{false};  // fi_cq_signal not yet seen by an sread
+  std::atomic<uint64_t> sread_signals_{0};  // fi_cq_signal calls
+  std::atomic<uint64_t> sread_acked_{0};    // signals already answered by a returning sread
   std::atomic<int> bindings_{0};
 
   // Consumer side.
