@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 #
 # The README's test command: installs what is missing, builds, runs every test suite (fast,
-# integration, stress) and ends with the line "N passed, M failed" counted from meson's test log.
+# integration, stress), the EAL-free tests again under ThreadSanitizer, and bounded fuzzing of the
+# wire parsers; ends with the line "N passed, M failed" counted from the test logs.
 # Exits non-zero when anything failed. Extra arguments go to `meson test` (e.g. --suite fast).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +31,14 @@ if [ $# -eq 0 ] || [ "${DPFAB_TSAN:-}" = 1 ]; then
   else
     echo "TSan build failed"; rc=1
   fi
+fi
+
+# Bounded fuzzing of every wire parser (libFuzzer, clang build in build-fuzz), counted as one test.
+if [ $# -eq 0 ]; then
+  if bash scripts/fuzz.sh "${DPFAB_FUZZ_SECONDS:-30}" >build/fuzz.log 2>&1; then r=OK; else r=FAIL; rc=1; fi
+  grep -E '^fuzz-' build/fuzz.log || tail -5 build/fuzz.log
+  echo "{\"name\": \"fuzz-bounded\", \"result\": \"$r\"}" >build/fuzz-result.json
+  logs+=(build/fuzz-result.json)
 fi
 
 python3 - "${logs[@]}" <<'PY'
