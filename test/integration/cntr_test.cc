@@ -15,30 +15,15 @@
 
 #include "fi_helpers.h"
 
+#include "test_util.h"
+
+using dpfab::test::After;
+using dpfab::test::fd_readable;
+
 using namespace dpfab::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-bool fd_readable(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  return poll(&p, 1, 0) == 1;
-}
-
-// Runs `f` on another thread after `delay`; joined when it goes out of scope.
-class Later {
- public:
-  template <typename F>
-  Later(std::chrono::milliseconds delay, F f)
-      : t_([delay, f] {
-          std::this_thread::sleep_for(delay);
-          f();
-        }) {}
-  ~Later() { t_.join(); }
-
- private:
-  std::thread t_;
-};
 
 class Cntr : public ::testing::Test {
  protected:
@@ -208,7 +193,7 @@ TEST_F(Cntr, FiGetwaitOnAPollfdCounterGivesAPollfdArray) {
   ASSERT_EQ(fi_trywait(fabric, fids, 1), 0);
   EXPECT_EQ(poll(fds, pf.nfds, 0), 0);
   {
-    Later app(20ms, [&] { fi_cntr_add(cntr, 1); });
+    After app(20ms, [&] { fi_cntr_add(cntr, 1); });
     EXPECT_EQ(poll(fds, pf.nfds, 5000), 1) << "the add made the armed counter's fd readable";
   }
 }
@@ -255,7 +240,7 @@ TEST_F(Cntr, FiCntrAddFromAnotherThreadWakesFiCntrWait) {
   for (auto k : kBlockingKinds) {
     ASSERT_EQ(open(k), 0);
     {
-      Later app(30ms, [&] { fi_cntr_add(cntr, 3); });
+      After app(30ms, [&] { fi_cntr_add(cntr, 3); });
       EXPECT_EQ(fi_cntr_wait(cntr, 3, 5000), 0) << k;
     }
     EXPECT_GE(fi_cntr_read(cntr), 3u) << "Upon successful return ... greater than or equal";
@@ -266,7 +251,7 @@ TEST_F(Cntr, FiCntrAddFromAnotherThreadWakesFiCntrWait) {
 
 TEST_F(Cntr, FiCntrSetFromAnotherThreadWakesFiCntrWait) {
   ASSERT_EQ(open(FI_WAIT_FD), 0);
-  Later app(30ms, [&] { fi_cntr_set(cntr, 10); });
+  After app(30ms, [&] { fi_cntr_set(cntr, 10); });
   EXPECT_EQ(fi_cntr_wait(cntr, 7, 5000), 0);
 }
 
@@ -289,7 +274,7 @@ TEST_F(Cntr, AnyChangeInTheErrorValueUnblocksAThreadInsideFiCntrWait) {
   for (auto k : kBlockingKinds) {
     ASSERT_EQ(open(k), 0);
     {
-      Later app(30ms, [&] { fi_cntr_adderr(cntr, 1); });
+      After app(30ms, [&] { fi_cntr_adderr(cntr, 1); });
       EXPECT_EQ(fi_cntr_wait(cntr, 1, 5000), -FI_EAVAIL) << k;
     }
     EXPECT_EQ(fi_cntr_readerr(cntr), 1u);
@@ -303,14 +288,14 @@ TEST_F(Cntr, FiCntrWaitWithFiWaitNoneBusyPollsInsteadOfFailing) {
   // timeout, as libfabric's util counters do (man/fi_dpdk.7.md).
   ASSERT_EQ(open(FI_WAIT_NONE), 0);
   EXPECT_EQ(fi_cntr_wait(cntr, 1, 20), -FI_ETIMEDOUT);
-  Later app(20ms, [&] { fi_cntr_add(cntr, 1); });
+  After app(20ms, [&] { fi_cntr_add(cntr, 1); });
   EXPECT_EQ(fi_cntr_wait(cntr, 1, 5000), 0);
 }
 
 TEST_F(Cntr, FiCntrWaitOnACounterInAWaitSetBusyPollsToo) {
   ASSERT_EQ(open_waitset(FI_WAIT_FD), 0);
   ASSERT_EQ(open(FI_WAIT_SET, waitset), 0);
-  Later app(20ms, [&] { fi_cntr_add(cntr, 1); });
+  After app(20ms, [&] { fi_cntr_add(cntr, 1); });
   EXPECT_EQ(fi_cntr_wait(cntr, 1, 5000), 0);
 }
 
@@ -328,7 +313,7 @@ TEST_F(Cntr, FiTrywaitOnAnFdCounterSucceedsWhenUnchangedSinceRead) {
   EXPECT_EQ(fi_trywait(fabric, fids, 1), 0);
   EXPECT_FALSE(fd_readable(fd)) << "fi_trywait lowered the fd the add raised";
   {
-    Later app(20ms, [&] { fi_cntr_add(cntr, 1); });
+    After app(20ms, [&] { fi_cntr_add(cntr, 1); });
     pollfd p{fd, POLLIN, 0};
     EXPECT_EQ(poll(&p, 1, 5000), 1) << "blocking on the fd after FI_SUCCESS is safe";
   }
@@ -363,7 +348,7 @@ TEST_F(Cntr, FiPollReturnsTheCounterWhenItsErrorValueChangedSinceTheLastFiPoll) 
   void* ctx[4] = {};
   EXPECT_EQ(fi_poll(pollset, ctx, 4), 0) << "nothing changed yet";
   {
-    Later app(0ms, [&] { fi_cntr_adderr(cntr, 1); });  // another thread
+    After app(0ms, [&] { fi_cntr_adderr(cntr, 1); });  // another thread
   }
   ASSERT_EQ(fi_poll(pollset, ctx, 4), 1);
   EXPECT_EQ(ctx[0], &context);
@@ -408,13 +393,13 @@ TEST_F(Cntr, ACounterInAWaitSetWakesFiWait) {
     ASSERT_EQ(open(FI_WAIT_SET, waitset), 0) << k;
     EXPECT_EQ(fi_wait(waitset, 20), -FI_ETIMEDOUT) << k;
     {
-      Later app(30ms, [&] { fi_cntr_add(cntr, 1); });
+      After app(30ms, [&] { fi_cntr_add(cntr, 1); });
       EXPECT_EQ(fi_wait(waitset, 5000), 0) << k;
     }
     EXPECT_EQ(fi_cntr_read(cntr), 1u);
     EXPECT_EQ(fi_wait(waitset, 20), -FI_ETIMEDOUT) << "read since: nothing new " << k;
     {
-      Later app(30ms, [&] { fi_cntr_adderr(cntr, 1); });
+      After app(30ms, [&] { fi_cntr_adderr(cntr, 1); });
       EXPECT_EQ(fi_wait(waitset, 5000), 0) << "an error wakes the set too " << k;
     }
     ASSERT_EQ(fi_close(&cntr->fid), 0);

@@ -20,6 +20,11 @@
 
 #include "fi_helpers.h"
 
+#include "test_util.h"
+
+using dpfab::test::fd_readable;
+using dpfab::test::SignalWatchdog;
+
 using namespace dpfab::test;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -30,49 +35,6 @@ long elapsed_ms(Clock::time_point since) {
   return static_cast<long>(
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count());
 }
-
-bool fd_readable(int fd, int timeout_ms = 0) {
-  pollfd p{fd, POLLIN, 0};
-  return poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
-}
-
-// Interrupts `target` with SIGUSR1 every 50 ms from `after` on, until stop(): keeps a broken
-// infinite fi_eq_sread from hanging the test; the test then fails on what sread returned.
-class Watchdog {
- public:
-  Watchdog(pthread_t target, std::chrono::milliseconds after) {
-    struct sigaction sa {};
-    sa.sa_handler = [](int) {};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGUSR1, &sa, nullptr);
-    thread_ = std::thread([this, target, after] {
-      std::unique_lock lock(m_);
-      if (cv_.wait_for(lock, after, [this] { return stop_; })) return;
-      while (!stop_) {
-        fired_ = true;
-        pthread_kill(target, SIGUSR1);
-        cv_.wait_for(lock, 50ms, [this] { return stop_; });
-      }
-    });
-  }
-  ~Watchdog() { stop(); }
-  void stop() {
-    {
-      std::lock_guard lock(m_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
-  bool fired() const { return fired_; }
-
- private:
-  std::mutex m_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  bool fired_ = false;
-  std::thread thread_;
-};
 
 class EqTest : public ::testing::Test {
  protected:
@@ -387,7 +349,7 @@ TEST_F(EqTest, AThreadBlockedInSreadForeverReturnsWhenAnotherThreadWrites) {
     ASSERT_EQ(open_eq(w), 0);
     // The watchdog turns a lost wakeup into a failure instead of a hang (it cannot interrupt a
     // condition-variable wait, so that case has a finite timeout).
-    Watchdog dog(pthread_self(), 5000ms);
+    SignalWatchdog dog(pthread_self(), 5000ms);
     std::thread writer([this] {
       std::this_thread::sleep_for(50ms);
       EXPECT_EQ(write_one(77), 24);
@@ -411,7 +373,7 @@ TEST_F(EqTest, AThreadBlockedInSreadForeverReturnsWhenAnotherThreadWrites) {
 
 TEST_F(EqTest, AThreadSignaledInSreadReturnsEagain) {
   ASSERT_EQ(open_eq(FI_WAIT_FD), 0);
-  Watchdog dog(pthread_self(), 100ms);
+  SignalWatchdog dog(pthread_self(), 100ms);
   fi_eq_entry e{};
   uint32_t event;
   ssize_t r = fi_eq_sread(eq_, &event, &e, sizeof(e), -1, 0);

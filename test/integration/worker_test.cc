@@ -19,30 +19,15 @@
 #include "fi_ext_dpdk.h"
 #include "fi_helpers.h"
 
+#include "test_util.h"
+
+using dpfab::test::After;
+using dpfab::test::fd_readable;
+
 using namespace dpfab::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-bool fd_readable(int fd, int timeout_ms = 0) {
-  pollfd p{fd, POLLIN, 0};
-  return poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
-}
-
-/// Runs `fn` on another thread after `delay`; joins on destruction.
-class After {
- public:
-  template <typename Fn>
-  After(std::chrono::milliseconds delay, Fn fn)
-      : t_([delay, fn = std::move(fn)] {
-          std::this_thread::sleep_for(delay);
-          fn();
-        }) {}
-  ~After() { t_.join(); }
-
- private:
-  std::thread t_;
-};
 
 class WorkerTest : public ::testing::Test {
  protected:

@@ -18,6 +18,11 @@
 
 #include "wait/wait_set.h"
 
+#include "test_util.h"
+
+using dpfab::test::After;
+using dpfab::test::fd_readable;
+
 using dpfab::event::Cntr;
 using namespace dpfab::wait;
 using namespace std::chrono_literals;
@@ -30,26 +35,6 @@ std::unique_ptr<Cntr> make_cntr(SignalKind kind) {
   return std::make_unique<Cntr>(std::move(s.value()));
 }
 std::unique_ptr<Cntr> make_cntr_without_signal() { return std::make_unique<Cntr>(nullptr); }
-
-bool fd_readable(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  return poll(&p, 1, 0) == 1;
-}
-
-// A helper thread that runs `f` after `delay`; joined on destruction.
-class Later {
- public:
-  template <typename F>
-  Later(std::chrono::milliseconds delay, F f)
-      : t_([delay, f] {
-          std::this_thread::sleep_for(delay);
-          f();
-        }) {}
-  ~Later() { t_.join(); }
-
- private:
-  std::thread t_;
-};
 
 // If the code under test failed to wake, the watchdog interrupts the counter after a few seconds
 // so that the test ends (and fails: the wait returns -FI_EINTR) instead of hanging.
@@ -209,7 +194,7 @@ TEST(FiCntrWait, UponSuccessfulReturnTheCounterIsGreaterOrEqualToTheThreshold) {
   for (auto k : kKinds) {
     auto c = make_cntr(k);
     Watchdog dog(c.get());
-    Later producer(20ms, [&] {
+    After producer(20ms, [&] {
       for (int i = 0; i < 5; ++i) {
         c->add(1);
         std::this_thread::sleep_for(2ms);
@@ -224,7 +209,7 @@ TEST(FiCntrWait, ANegativeTimeoutWaitsUntilTheThresholdIsReached) {
   for (auto k : kKinds) {
     auto c = make_cntr(k);
     Watchdog dog(c.get());  // a lost wakeup ends as -FI_EINTR, not a hang
-    Later producer(30ms, [&] { c->add(1); });
+    After producer(30ms, [&] { c->add(1); });
     EXPECT_EQ(c->wait(1, -1), FI_SUCCESS) << static_cast<int>(k);
   }
 }
@@ -260,7 +245,7 @@ TEST(FiCntrWait, AnyChangeInTheErrorValueUnblocksAThreadInsideFiCntrWait) {
   for (auto k : kKinds) {
     auto c = make_cntr(k);
     Watchdog dog(c.get());
-    Later producer(30ms, [&] { c->add_err(1); });
+    After producer(30ms, [&] { c->add_err(1); });
     EXPECT_EQ(c->wait(1, 5000), -FI_EAVAIL) << static_cast<int>(k);
     EXPECT_EQ(c->read(), 0u);
     EXPECT_EQ(c->readerr(), 1u);
@@ -271,12 +256,12 @@ TEST(FiCntrWait, FiCntrAdderrAndSeterrUnblockAWaiterToo) {
   auto c = make_cntr(SignalKind::kEventFd);
   {
     Watchdog dog(c.get());
-    Later app(30ms, [&] { c->app_adderr(2); });
+    After app(30ms, [&] { c->app_adderr(2); });
     EXPECT_EQ(c->wait(1, 5000), -FI_EAVAIL);
   }
   {
     Watchdog dog(c.get());
-    Later app(30ms, [&] { c->seterr(0); });
+    After app(30ms, [&] { c->seterr(0); });
     EXPECT_EQ(c->wait(1, 5000), -FI_EAVAIL);
   }
 }
@@ -292,7 +277,7 @@ TEST(FiCntrWait, AThresholdReachedWinsOverAnErrorChange) {
   auto c = make_cntr(SignalKind::kEventFd);
   Watchdog dog(c.get());
   {
-    Later producer(20ms, [&] {
+    After producer(20ms, [&] {
       c->add_err(1);  // may wake the waiter first: then it returns -FI_EAVAIL, also correct
       c->add(1);
     });
@@ -307,7 +292,7 @@ TEST(FiCntrWait, FiCntrSetThatReachesTheThresholdWakesAWaiter) {
   for (auto k : kKinds) {
     auto c = make_cntr(k);
     Watchdog dog(c.get());
-    Later app(30ms, [&] { c->set(100); });
+    After app(30ms, [&] { c->set(100); });
     EXPECT_EQ(c->wait(50, 5000), FI_SUCCESS) << static_cast<int>(k);
   }
 }
@@ -316,7 +301,7 @@ TEST(FiCntrWait, FiCntrAddFromAnotherThreadWakesAWaiter) {
   for (auto k : kKinds) {
     auto c = make_cntr(k);
     Watchdog dog(c.get());
-    Later app(30ms, [&] { c->app_add(2); });
+    After app(30ms, [&] { c->app_add(2); });
     EXPECT_EQ(c->wait(2, 5000), FI_SUCCESS) << static_cast<int>(k);
   }
 }
@@ -343,7 +328,7 @@ TEST(FiCntrWaitWithoutWaitObject, BusyPollsProgressUntilTheThreshold) {
 
 TEST(FiCntrWaitWithoutWaitObject, SeesAnotherThreadsAdd) {
   auto c = make_cntr_without_signal();
-  Later producer(20ms, [&] { c->add(1); });
+  After producer(20ms, [&] { c->add(1); });
   EXPECT_EQ(c->wait(1, 5000), FI_SUCCESS);
 }
 
@@ -358,7 +343,7 @@ TEST(FiCntrWaitWithoutWaitObject, TimesOutAfterAboutTheTimeout) {
 
 TEST(FiCntrWaitWithoutWaitObject, ReportsAnErrorChange) {
   auto c = make_cntr_without_signal();
-  Later producer(20ms, [&] { c->add_err(1); });
+  After producer(20ms, [&] { c->add_err(1); });
   EXPECT_EQ(c->wait(1, 5000), -FI_EAVAIL);
 }
 
@@ -576,7 +561,7 @@ TEST(WaitSetWithCounter, FiWaitReturnsWhenAMemberCounterIsAddedTo) {
     ASSERT_EQ(ws.value()->add_member(c.get(), nullptr), FI_SUCCESS);
     EXPECT_EQ(ws.value()->wait(Deadline::after_ms(20)), -FI_ETIMEDOUT);
     {
-      Later producer(30ms, [&] { c->add(1); });
+      After producer(30ms, [&] { c->add(1); });
       EXPECT_EQ(ws.value()->wait(Deadline::after_ms(5000)), FI_SUCCESS) << k;
     }
     EXPECT_EQ(ws.value()->wait(Deadline::after_ms(0)), FI_SUCCESS)

@@ -17,6 +17,10 @@
 #include <thread>
 #include <vector>
 
+#include "test_util.h"
+
+using dpfab::test::fd_readable;
+
 using dpfab::event::Cq;
 using dpfab::event::CqConfig;
 using dpfab::event::CqEntry;
@@ -62,11 +66,6 @@ CqEntry entry(uintptr_t i) {
   e.tag = 0x7000 + i;
   e.src_addr = 50 + i;
   return e;
-}
-
-bool fd_readable(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
 }
 
 fi_cq_err_entry error_entry(uintptr_t i, int err = FI_EIO) {

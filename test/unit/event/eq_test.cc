@@ -21,6 +21,11 @@
 #include <thread>
 #include <vector>
 
+#include "test_util.h"
+
+using dpfab::test::fd_readable;
+using dpfab::test::SignalWatchdog;
+
 namespace dpfab::event {
 namespace {
 
@@ -63,62 +68,10 @@ fi_eq_err_entry error_with(int err, uintptr_t context) {
   return e;
 }
 
-bool fd_readable(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
-}
-
 long elapsed_ms(Clock::time_point since) {
   return static_cast<long>(
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count());
 }
-
-// SIGUSR1 with a handler that does nothing and no SA_RESTART: it only interrupts ppoll.
-void install_sigusr1() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    struct sigaction sa {};
-    sa.sa_handler = [](int) {};
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0;
-    sigaction(SIGUSR1, &sa, nullptr);
-  });
-}
-
-// Interrupts `target` with SIGUSR1 every 50 ms from `after` on, until stop(): keeps a broken
-// infinite sread from hanging the test (the test then fails on what sread returned).
-class Watchdog {
- public:
-  Watchdog(pthread_t target, std::chrono::milliseconds after) {
-    install_sigusr1();
-    thread_ = std::thread([this, target, after] {
-      std::unique_lock lock(m_);
-      if (cv_.wait_for(lock, after, [this] { return stop_; })) return;
-      while (!stop_) {
-        fired_ = true;
-        pthread_kill(target, SIGUSR1);
-        cv_.wait_for(lock, 50ms, [this] { return stop_; });
-      }
-    });
-  }
-  ~Watchdog() { stop(); }
-  void stop() {
-    {
-      std::lock_guard lock(m_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
-  bool fired() const { return fired_; }
-
- private:
-  std::mutex m_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  bool fired_ = false;
-  std::thread thread_;
-};
 
 // ---- fi_eq_read -------------------------------------------------------------------------------
 
@@ -675,7 +628,7 @@ TEST(EqSread, ABlockedSreadReturnsWhenAnotherThreadWrites) {
 
 TEST(EqSread, AnInfiniteSreadReturnsWhenAnotherThreadWrites) {
   auto eq = make_eq(32, make(wait::SignalKind::kEventFd));
-  Watchdog dog(pthread_self(), 5000ms);
+  SignalWatchdog dog(pthread_self(), 5000ms);
   std::thread writer([&] {
     std::this_thread::sleep_for(50ms);
     ASSERT_GT(write_entry(*eq, 42), 0);
@@ -695,7 +648,7 @@ TEST(EqSread, ASignaledThreadReturnsEagainEvenWithAnInfiniteTimeout) {
   // external source. This is true even if the timeout has not occurred or was specified as
   // infinite." 1.17 has no fi_eq_signal: the external source is a POSIX signal.
   auto eq = make_eq(32, make(wait::SignalKind::kEventFd));
-  Watchdog dog(pthread_self(), 100ms);
+  SignalWatchdog dog(pthread_self(), 100ms);
   fi_eq_entry out{};
   uint32_t event;
   auto t0 = Clock::now();

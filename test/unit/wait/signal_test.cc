@@ -12,15 +12,14 @@
 #include <thread>
 #include <vector>
 
+#include "test_util.h"
+
+using dpfab::test::fd_readable;
+
 using namespace dpfab::wait;
 using namespace std::chrono_literals;
 
 namespace {
-
-bool fd_readable(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
-}
 
 std::unique_ptr<Signal> make(SignalKind k) {
   auto s = Signal::create(k);

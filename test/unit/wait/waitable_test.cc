@@ -15,16 +15,15 @@
 
 #include "test_queue.h"
 
+#include "test_util.h"
+
+using dpfab::test::fd_readable;
+
 using namespace dpfab::wait;
 using dpfab::wait::test::TestQueue;
 using namespace std::chrono_literals;
 
-namespace {
-bool fd_readable(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  return poll(&p, 1, 0) == 1;
-}
-}  // namespace
+namespace {}  // namespace
 
 TEST(Trywait, ReturnsEagainWhenEventsAreQueued) {
   auto q = TestQueue::with(SignalKind::kEventFd);

@@ -19,6 +19,11 @@
 
 #include "../wait/test_queue.h"
 
+#include "test_util.h"
+
+using dpfab::test::After;
+using dpfab::test::fd_readable;
+
 using dpfab::wait::Deadline;
 using dpfab::wait::ProgressSource;
 using dpfab::wait::SignalKind;
@@ -32,11 +37,6 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr int64_t kMs = 1'000'000;
-
-bool fd_readable(int fd, int timeout_ms = 0) {
-  pollfd p{fd, POLLIN, 0};
-  return poll(&p, 1, timeout_ms) == 1;
-}
 
 std::unique_ptr<Worker> make_worker(ProgressSource* p = nullptr, Options o = Options{}) {
   auto w = Worker::create(p, o);
@@ -59,21 +59,6 @@ class CountingProgress final : public ProgressSource {
   std::atomic<size_t> calls{0};
   std::atomic<size_t> per_call{0};
   TestQueue* target = nullptr;
-};
-
-/// Runs `fn` on another thread after `delay`; joins on destruction.
-class After {
- public:
-  template <typename Fn>
-  After(std::chrono::microseconds delay, Fn fn)
-      : t_([delay, fn = std::move(fn)] {
-          std::this_thread::sleep_for(delay);
-          fn();
-        }) {}
-  ~After() { t_.join(); }
-
- private:
-  std::thread t_;
 };
 
 struct Stats {
