@@ -65,11 +65,16 @@ int PortEngine::bind(uint16_t udp_port_be, proto::Receiver* r) noexcept {
   if (!demux_[rte_be_to_cpu_16(udp_port_be)].compare_exchange_strong(
           expected, r, std::memory_order_release, std::memory_order_relaxed))
     return -FI_EADDRINUSE;
-  for (auto& slot : receivers_) {
+  for (size_t i = 0; i < kMaxReceivers; ++i) {
     proto::Receiver* free_slot = nullptr;
-    if (slot.compare_exchange_strong(free_slot, r, std::memory_order_release,
-                                     std::memory_order_relaxed))
+    if (receivers_[i].compare_exchange_strong(free_slot, r, std::memory_order_release,
+                                              std::memory_order_relaxed)) {
+      size_t used = receivers_used_.load(std::memory_order_relaxed);
+      while (used < i + 1 &&
+             !receivers_used_.compare_exchange_weak(used, i + 1, std::memory_order_release)) {
+      }
       return FI_SUCCESS;
+    }
   }
   demux_[rte_be_to_cpu_16(udp_port_be)].store(nullptr, std::memory_order_release);
   return -FI_ENOSPC;  // more endpoints on one port than kMaxReceivers
@@ -136,8 +141,9 @@ PortEngine::Handled PortEngine::handle(rte_mbuf* m) noexcept {
 
 size_t PortEngine::drain_backlogs() noexcept {
   size_t done = 0;
-  for (auto& slot : receivers_) {
-    proto::Receiver* r = slot.load(std::memory_order_acquire);
+  const size_t used = receivers_used_.load(std::memory_order_acquire);
+  for (size_t i = 0; i < used; ++i) {
+    proto::Receiver* r = receivers_[i].load(std::memory_order_acquire);
     if (r && r->has_backlog()) done += r->drain_backlog();
   }
   return done;

@@ -103,6 +103,7 @@ class PortEngine final : public proto::Link {
   // reads; unbind waits for the RX owner as for demux_).
   static constexpr size_t kMaxReceivers = 256;
   std::atomic<proto::Receiver*> receivers_[kMaxReceivers] = {};
+  std::atomic<size_t> receivers_used_{0};  // slots ever used: the backlog pass scans only these
   EngineStats stats_;
 };
 
