@@ -376,14 +376,28 @@ TEST(Worker, WaitMemWatchesOnlyTheGivenWidth) {
   After later(1ms, [&] { __atomic_store_n(&bytes[1], 1, __ATOMIC_RELEASE); });
   EXPECT_EQ(w->wait_mem<uint8_t>(&bytes[0], Deadline::after_ms(20)), Wake::kTimeout)
       << "the neighbouring byte is not watched";
-  After later2(1ms, [&] { __atomic_store_n(&bytes[1], 2, __ATOMIC_RELEASE); });
-  EXPECT_EQ(w->wait_mem<uint8_t>(&bytes[1], Deadline::after_ms(5000)), Wake::kMemory);
-  auto* half = reinterpret_cast<uint16_t*>(&bytes[2]);
-  After later3(1ms, [&] { __atomic_store_n(half, 0x0101, __ATOMIC_RELEASE); });
-  EXPECT_EQ(w->wait_mem<uint16_t>(half, Deadline::after_ms(5000)), Wake::kMemory);
-  auto* quad = reinterpret_cast<uint32_t*>(&bytes[4]);
-  After later4(1ms, [&] { __atomic_store_n(quad, 1u, __ATOMIC_RELEASE); });
-  EXPECT_EQ(w->wait_mem<uint32_t>(quad, Deadline::after_ms(5000)), Wake::kMemory);
+  // The writer keeps changing the watched value every millisecond until the wait returns: on a
+  // slow machine (ThreadSanitizer) a single early store could land before wait_mem reads its
+  // entry value, and then waiting for the next change would be right.
+  auto changes = [&](auto* p, auto first) {
+    return [p, first](const std::atomic<bool>& stop) {
+      for (auto v = first; !stop.load(); ++v) {
+        __atomic_store_n(p, v, __ATOMIC_RELEASE);
+        std::this_thread::sleep_for(1ms);
+      }
+    };
+  };
+  auto expect_woken = [&](auto* p, auto first) {
+    std::atomic<bool> stop{false};
+    std::thread writer(changes(p, first), std::cref(stop));
+    EXPECT_EQ(w->wait_mem<std::remove_pointer_t<decltype(p)>>(p, Deadline::after_ms(5000)),
+              Wake::kMemory);
+    stop = true;
+    writer.join();
+  };
+  expect_woken(&bytes[1], uint8_t{2});
+  expect_woken(reinterpret_cast<uint16_t*>(&bytes[2]), uint16_t{0x0101});
+  expect_woken(reinterpret_cast<uint32_t*>(&bytes[4]), uint32_t{1});
 }
 
 TEST(Worker, WaitMemReturnsWhenAnEventOccurs) {
