@@ -98,7 +98,18 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
     if (!(hints->caps & kDomainCaps)) out->caps |= kDomainCaps;
   }
   // We require no mode bits; any the application offers are fine.
-  if (hints->addr_format != FI_FORMAT_UNSPEC) return false;
+  // Our native 16-byte address, or struct sockaddr_in (IPv4 + UDP port name an endpoint; the MAC
+  // comes from ARP). FI_SOCKADDR is narrowed to FI_SOCKADDR_IN, as the udp provider does.
+  switch (hints->addr_format) {
+    case FI_FORMAT_UNSPEC:
+      break;
+    case FI_SOCKADDR:
+    case FI_SOCKADDR_IN:
+      out->addr_format = FI_SOCKADDR_IN;
+      break;
+    default:
+      return false;
+  }
   if (const auto* e = hints->ep_attr) {
     if (e->type != FI_EP_UNSPEC && e->type != FI_EP_DGRAM) return false;
     if (e->protocol != FI_PROTO_UNSPEC) return false;
@@ -173,9 +184,10 @@ Result<std::pair<uint32_t, uint16_t>> resolve(const char* node, const char* serv
   return std::make_pair(ip, port);
 }
 
-void* copy_addr(const wire::Address& a, size_t* len) {
-  auto* p = static_cast<wire::Address*>(std::malloc(sizeof(a)));
-  if (p) *p = a, *len = sizeof(a);
+// A malloc'ed copy of `a` in the entry's addr_format (fi_freeinfo frees it).
+void* copy_addr(const wire::Address& a, const fi_info* out, size_t* len) {
+  void* p = std::malloc(sizeof(a));
+  if (p) *len = wire::write_address(a, addr_format_of(out->addr_format), p, sizeof(a));
   return p;
 }
 
@@ -207,9 +219,12 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
       DPFAB_INFO(FI_LOG_CORE, "%s", where.error().message.c_str());
       return where.code();
     }
-    if (hints && hints->src_addr && !wire::valid_address(hints->src_addr, hints->src_addrlen))
+    std::optional<wire::Address> hint_src, hint_dest;
+    if (hints && hints->src_addr &&
+        !(hint_src = wire::read_address(hints->src_addr, hints->src_addrlen)))
       return -FI_ENODATA;
-    if (hints && hints->dest_addr && !wire::valid_address(hints->dest_addr, hints->dest_addrlen))
+    if (hints && hints->dest_addr &&
+        !(hint_dest = wire::read_address(hints->dest_addr, hints->dest_addrlen)))
       return -FI_ENODATA;
 
     fi_info* head = nullptr;
@@ -240,36 +255,30 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
       } else if (cfg->ipv4[i]) {
         self.ipv4_be = htonl(cfg->ipv4[i]->addr);
       }
-      if (hints && hints->src_addr) {
-        wire::Address want;
-        std::memcpy(&want, hints->src_addr, sizeof(want));
-        if (p && want.ipv4_be && want.ipv4_be != self.ipv4_be) {
+      if (hint_src) {
+        if (p && hint_src->ipv4_be && hint_src->ipv4_be != self.ipv4_be) {
           fi_freeinfo(out);
           continue;
         }
-        out->src_addr = copy_addr(want, &out->src_addrlen);
+        out->src_addr = copy_addr(*hint_src, out, &out->src_addrlen);
       } else if (flags & FI_SOURCE) {
         if (node && p && where->first != self.ipv4_be) {  // FI_SOURCE names a local address
           fi_freeinfo(out);
           continue;
         }
         self.udp_port_be = where->second;
-        out->src_addr = copy_addr(self, &out->src_addrlen);
+        out->src_addr = copy_addr(self, out, &out->src_addrlen);
       } else {
-        out->src_addr = copy_addr(self, &out->src_addrlen);
+        out->src_addr = copy_addr(self, out, &out->src_addrlen);
       }
-      if (hints && hints->dest_addr) {
-        out->dest_addr = std::malloc(sizeof(wire::Address));
-        if (out->dest_addr) {
-          std::memcpy(out->dest_addr, hints->dest_addr, sizeof(wire::Address));
-          out->dest_addrlen = sizeof(wire::Address);
-        }
+      if (hint_dest) {
+        out->dest_addr = copy_addr(*hint_dest, out, &out->dest_addrlen);
       } else if (!(flags & FI_SOURCE) && (node || service)) {
         // The peer's MAC is learned by ARP when the address is inserted into an AV.
         wire::Address peer;
         peer.ipv4_be = where->first;
         peer.udp_port_be = where->second;
-        out->dest_addr = copy_addr(peer, &out->dest_addrlen);
+        out->dest_addr = copy_addr(peer, out, &out->dest_addrlen);
       }
       *tail = out;
       tail = &out->next;

@@ -298,6 +298,7 @@ int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** av, void* context) no
     opts.async = attr->flags & FI_EVENT;
     opts.resolver = dom->resolver.get();
     opts.fid = &a->fid.fid;
+    opts.format = addr_format_of(dom->info ? dom->info->addr_format : uint32_t{FI_FORMAT_UNSPEC});
     a->av = std::make_unique<proto::AddressVector>(opts);
     attr->type = type;  // "The AV type used will be returned through the type field"
     dom->refs.fetch_add(1, std::memory_order_relaxed);

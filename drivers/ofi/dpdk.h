@@ -28,6 +28,7 @@
 #include "proto/av.h"
 #include "proto/endpoint.h"
 #include "wait/waitable.h"
+#include "wire/address.h"
 
 namespace dpfab::ofi {
 
@@ -127,6 +128,13 @@ struct Domain {
 /// The API version the application opened the fabric with (fid_fabric.api_version, set by the
 /// libfabric core); error-data rules differ below 1.5.
 inline uint32_t api_version(const Fabric* f) noexcept { return f->fid.api_version; }
+
+/// The form addresses take for an info's addr_format (attr.cc grants FI_FORMAT_UNSPEC,
+/// FI_SOCKADDR_IN and FI_SOCKADDR; see wire/address.h).
+inline wire::AddrFormat addr_format_of(uint32_t fi_format) noexcept {
+  return fi_format == FI_SOCKADDR_IN || fi_format == FI_SOCKADDR ? wire::AddrFormat::kSockaddrIn
+                                                                 : wire::AddrFormat::kNative;
+}
 
 int fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context) noexcept;
 int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain, void* context) noexcept;

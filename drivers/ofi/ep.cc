@@ -49,6 +49,7 @@ struct Endpoint {
   uint64_t caps = 0;
   uint16_t udp_port_be = 0;  ///< asked for (info->src_addr / fi_setname), 0 = ephemeral
   uint16_t ep_id_be = 0;
+  wire::AddrFormat format = wire::AddrFormat::kNative;  ///< what fi_getname writes
   bool enabled = false;
 };
 
@@ -227,19 +228,18 @@ int ep_getname(fid* f, void* addr, size_t* addrlen) noexcept {
   size_t have = *addrlen;
   *addrlen = sizeof(a);
   if (!addr || have < sizeof(a)) return -FI_ETOOSMALL;
-  std::memcpy(addr, &a, sizeof(a));
+  wire::write_address(a, e->format, addr, have);
   return FI_SUCCESS;
 }
 
 int ep_setname(fid* f, void* addr, size_t addrlen) noexcept {
   Endpoint* e = ep_of(f);
   if (e->enabled) return -FI_EOPBADSTATE;
-  if (!wire::valid_address(addr, addrlen)) return -FI_EINVAL;
-  wire::Address a;
-  std::memcpy(&a, addr, sizeof(a));
-  if (a.ipv4_be && a.ipv4_be != e->engine->ipv4_be()) return -FI_EINVAL;  // not our port
-  e->udp_port_be = a.udp_port_be;
-  e->ep_id_be = a.ep_id_be;
+  auto a = wire::read_address(addr, addrlen);
+  if (!a) return -FI_EINVAL;
+  if (a->ipv4_be && a->ipv4_be != e->engine->ipv4_be()) return -FI_EINVAL;  // not our port
+  e->udp_port_be = a->udp_port_be;
+  e->ep_id_be = a->ep_id_be;
   return FI_SUCCESS;
 }
 
@@ -415,11 +415,10 @@ int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context)
     e->cfg.rm_enabled = !(info->domain_attr && info->domain_attr->resource_mgmt == FI_RM_DISABLED);
     if (info->tx_attr) e->tx_op_flags = info->tx_attr->op_flags;
     if (info->rx_attr) e->rx_op_flags = info->rx_attr->op_flags;
-    if (info->src_addr && wire::valid_address(info->src_addr, info->src_addrlen)) {
-      wire::Address a;
-      std::memcpy(&a, info->src_addr, sizeof(a));
-      e->udp_port_be = a.udp_port_be;
-      e->ep_id_be = a.ep_id_be;
+    e->format = addr_format_of(info->addr_format);
+    if (auto a = wire::read_address(info->src_addr, info->src_addrlen)) {
+      e->udp_port_be = a->udp_port_be;
+      e->ep_id_be = a->ep_id_be;
     }
     auto dg = proto::DgramEndpoint::create(dom->engine, e->cfg);
     if (!dg) return dg.code();

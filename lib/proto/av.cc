@@ -120,6 +120,7 @@ AddressVector::AddressVector(const Options& opts)
       resolver_(opts.resolver),
       resolve_timeout_ns_(std::max<int64_t>(opts.resolve_timeout_ms, 0) * 1'000'000),
       fid_(opts.fid),
+      format_(opts.format),
       chunks_(std::make_unique<std::atomic<Chunk*>[]>(kMaxChunks)) {
   const size_t hint = std::min(opts.count, kMaxRevHint);
   rev_tables_.push_back(
@@ -496,11 +497,12 @@ int AddressVector::insert(const void* addr, size_t count, fi_addr_t* fi_addr, ui
   const auto* bytes = static_cast<const uint8_t*>(addr);
   for (size_t i = 0; i < count; ++i) {
     const uint8_t* p = bytes + i * sizeof(wire::Address);
-    if (!wire::valid_address(p, sizeof(wire::Address))) {
+    auto a = wire::read_address(p, sizeof(wire::Address));
+    if (!a) {
       cands[i].err = FI_EINVAL;
       continue;
     }
-    std::memcpy(&cands[i].addr, p, sizeof(wire::Address));
+    cands[i].addr = *a;
     if (cands[i].addr.ipv4_be == 0) cands[i].err = FI_EINVAL;  // nothing can be sent to it
   }
   return insert_batch(cands, fi_addr, flags, context);
@@ -608,18 +610,18 @@ int AddressVector::lookup_address(fi_addr_t a, void* addr, size_t* addrlen) cons
   if (!e) return -FI_EINVAL;
   // "If the actual address is larger than what can fit into the buffer, it will be truncated. On
   // output, addrlen is set to the size of the buffer needed to store the address."
-  if (addr) std::memcpy(addr, &e->addr, std::min(*addrlen, sizeof(wire::Address)));
-  *addrlen = sizeof(wire::Address);
+  *addrlen = wire::write_address(e->addr, format_, addr, *addrlen);
   return FI_SUCCESS;
 }
 
 const char* AddressVector::straddr(const void* addr, char* buf, size_t* len) noexcept {
-  if (!len || !wire::valid_address(addr, sizeof(wire::Address))) return nullptr;
-  wire::Address a;
-  std::memcpy(&a, addr, sizeof(a));
+  if (!len) return nullptr;
+  wire::AddrFormat format;
+  auto a = wire::read_address(addr, sizeof(wire::Address), &format);
+  if (!a) return nullptr;
   std::string s;
   try {
-    s = wire::format_address(a);
+    s = wire::format_address(*a, format);
   } catch (const std::bad_alloc&) {
     return nullptr;
   }

@@ -134,6 +134,8 @@ class AddressVector {
     Resolver* resolver = nullptr;
     int64_t resolve_timeout_ms = kDefaultResolveTimeoutMs;
     fid_t fid = nullptr;  ///< reported as the fid of EQ events (the fid_av)
+    /// The domain's addr_format: the form fi_av_lookup writes. Insertions accept both forms.
+    wire::AddrFormat format = wire::AddrFormat::kNative;
   };
 
   /// May throw std::bad_alloc.
@@ -226,9 +228,10 @@ class AddressVector {
   ///         `a` is not a valid address of this AV.
   int lookup_address(fi_addr_t a, void* addr, size_t* addrlen) const noexcept;
 
-  /// fi_av_straddr: "fi_dpdk://aa:bb:cc:dd:ee:ff/10.0.0.1:9228/3" into `buf`, truncated to `*len`
-  /// bytes (always NUL-terminated when `*len` > 0); sets `*len` to the size needed including the
-  /// NUL. The address need not be in an AV.
+  /// fi_av_straddr: "fi_dpdk://aa:bb:cc:dd:ee:ff/10.0.0.1:9228/3" (or, for a sockaddr_in,
+  /// "fi_sockaddr_in://10.0.0.1:9228") into `buf`, truncated to `*len` bytes (always
+  /// NUL-terminated when `*len` > 0); sets `*len` to the size needed including the NUL. The
+  /// address need not be in an AV.
   /// @return `buf`; nullptr if `len` is null or `addr` is not a valid address.
   static const char* straddr(const void* addr, char* buf, size_t* len) noexcept;
 
@@ -337,6 +340,7 @@ class AddressVector {
   Resolver* const resolver_;
   const int64_t resolve_timeout_ns_;
   const fid_t fid_;
+  const wire::AddrFormat format_;
 
   // Data path reads these without a lock.
   std::unique_ptr<std::atomic<Chunk*>[]> chunks_;  // kMaxChunks pointers, set once each

@@ -3,6 +3,9 @@
 
 #include <arpa/inet.h>
 
+#include <netinet/in.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -10,18 +13,47 @@
 
 namespace dpfab::wire {
 
-std::string format_address(const Address& a) {
+static_assert(sizeof(sockaddr_in) == sizeof(Address), "both forms are exchanged as 16 bytes");
+
+std::string format_address(const Address& a, AddrFormat f) {
   char ip[INET_ADDRSTRLEN] = "?";
   in_addr in{a.ipv4_be};
   inet_ntop(AF_INET, &in, ip, sizeof(ip));
   char buf[96];
+  if (f == AddrFormat::kSockaddrIn) {
+    std::snprintf(buf, sizeof(buf), "fi_sockaddr_in://%s:%u", ip, ntohs(a.udp_port_be));
+    return buf;
+  }
   std::snprintf(buf, sizeof(buf), "fi_dpdk://%02x:%02x:%02x:%02x:%02x:%02x/%s:%u/%u", a.mac[0],
                 a.mac[1], a.mac[2], a.mac[3], a.mac[4], a.mac[5], ip, ntohs(a.udp_port_be),
                 ntohs(a.ep_id_be));
   return buf;
 }
 
+namespace {
+
+std::optional<Address> parse_sockaddr_in(std::string_view s) {
+  char ip[INET_ADDRSTRLEN + 1] = {};
+  unsigned port = 0;
+  std::string text(s);
+  int used = 0;
+  if (std::sscanf(text.c_str(), "%15[0-9.]:%u%n", ip, &port, &used) != 2 ||
+      static_cast<size_t>(used) != text.size() || port > 0xffff)
+    return std::nullopt;
+  in_addr in{};
+  if (inet_pton(AF_INET, ip, &in) != 1) return std::nullopt;
+  Address a;
+  a.ipv4_be = in.s_addr;
+  a.udp_port_be = htons(static_cast<uint16_t>(port));
+  return a;
+}
+
+}  // namespace
+
 std::optional<Address> parse_address(std::string_view s) {
+  constexpr std::string_view kSockPrefix = "fi_sockaddr_in://";
+  if (s.substr(0, kSockPrefix.size()) == kSockPrefix)
+    return parse_sockaddr_in(s.substr(kSockPrefix.size()));
   constexpr std::string_view kPrefix = "fi_dpdk://";
   if (s.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
   s.remove_prefix(kPrefix.size());
@@ -44,11 +76,41 @@ std::optional<Address> parse_address(std::string_view s) {
   return a;
 }
 
-bool valid_address(const void* bytes, size_t len) noexcept {
-  if (!bytes || len < sizeof(Address)) return false;
+std::optional<Address> read_address(const void* bytes, size_t len, AddrFormat* format) noexcept {
+  if (!bytes || len < sizeof(Address)) return std::nullopt;
   Address a;
   std::memcpy(&a, bytes, sizeof(a));
-  return a.version == kAddressVersion;
+  if (a.version == kAddressVersion && a.reserved == 0) {
+    if (format) *format = AddrFormat::kNative;
+    return a;
+  }
+  sockaddr_in sin;
+  std::memcpy(&sin, bytes, sizeof(sin));
+  if (sin.sin_family != AF_INET) return std::nullopt;
+  Address from;
+  from.ipv4_be = sin.sin_addr.s_addr;
+  from.udp_port_be = sin.sin_port;
+  if (format) *format = AddrFormat::kSockaddrIn;
+  return from;
+}
+
+size_t write_address(const Address& a, AddrFormat f, void* out, size_t len) noexcept {
+  if (out && len) {
+    if (f == AddrFormat::kSockaddrIn) {
+      sockaddr_in sin{};
+      sin.sin_family = AF_INET;
+      sin.sin_addr.s_addr = a.ipv4_be;
+      sin.sin_port = a.udp_port_be;
+      std::memcpy(out, &sin, std::min(len, sizeof(sin)));
+    } else {
+      std::memcpy(out, &a, std::min(len, sizeof(a)));
+    }
+  }
+  return sizeof(Address);
+}
+
+bool valid_address(const void* bytes, size_t len) noexcept {
+  return read_address(bytes, len).has_value();
 }
 
 }  // namespace dpfab::wire

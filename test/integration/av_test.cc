@@ -7,6 +7,7 @@
 // the fi_av(3) sentence they check. Every wait is bounded.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <rdma/fi_collective.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_eq.h>
@@ -477,6 +478,127 @@ TEST_F(AvTest, BoundEqIsBusyUntilTheAvCloses) {
   ASSERT_EQ(fi_close(&av->fid), 0);
   EXPECT_EQ(fi_close(&eq_->fid), 0);
   eq_ = nullptr;
+}
+
+// ---- FI_SOCKADDR_IN ----------------------------------------------------------------------------
+
+// fi_getinfo(3) addr_format: an application that asks for FI_SOCKADDR_IN (or FI_SOCKADDR, narrowed
+// to it as the udp provider does) gets struct sockaddr_in addresses everywhere: src_addr,
+// fi_getname, fi_av_lookup, fi_av_straddr. The AV resolves the MAC of an inserted sockaddr_in.
+class SockaddrTest : public ::testing::Test {
+ protected:
+  void open(uint32_t format) {
+    InfoPtr hints = dpdk_hints();
+    hints->addr_format = format;
+    ASSERT_EQ(getinfo(hints.get(), &info_), 0);
+    dpdk_ = first_dpdk(info_.get());
+    ASSERT_NE(dpdk_, nullptr);
+    ASSERT_EQ(fi_fabric(dpdk_->fabric_attr, &fabric_, nullptr), 0);
+    ASSERT_EQ(fi_domain(fabric_, dpdk_, &domain_, nullptr), 0);
+    fi_av_attr attr{};
+    attr.type = FI_AV_TABLE;
+    ASSERT_EQ(fi_av_open(domain_, &attr, &av_, nullptr), 0);
+  }
+  void TearDown() override {
+    if (ep_) {
+      EXPECT_EQ(fi_close(&ep_->fid), 0);
+    }
+    if (av_) {
+      EXPECT_EQ(fi_close(&av_->fid), 0);
+    }
+    if (domain_) {
+      EXPECT_EQ(fi_close(&domain_->fid), 0);
+    }
+    if (fabric_) {
+      EXPECT_EQ(fi_close(&fabric_->fid), 0);
+    }
+  }
+  InfoPtr info_;
+  fi_info* dpdk_ = nullptr;
+  fid_fabric* fabric_ = nullptr;
+  fid_domain* domain_ = nullptr;
+  fid_av* av_ = nullptr;
+  fid_ep* ep_ = nullptr;
+};
+
+TEST_F(SockaddrTest, SockaddrInHintsGiveSockaddrInAddresses) {
+  open(FI_SOCKADDR_IN);
+  EXPECT_EQ(dpdk_->addr_format, static_cast<uint32_t>(FI_SOCKADDR_IN));
+  ASSERT_EQ(dpdk_->src_addrlen, sizeof(sockaddr_in));
+  sockaddr_in self;
+  std::memcpy(&self, dpdk_->src_addr, sizeof(self));
+  EXPECT_EQ(self.sin_family, AF_INET);
+  EXPECT_NE(self.sin_addr.s_addr, 0u);
+
+  // fi_getname on an endpoint of this info: a sockaddr_in with the endpoint's UDP port.
+  ASSERT_EQ(fi_endpoint(domain_, dpdk_, &ep_, nullptr), 0);
+  sockaddr_in name{};
+  size_t len = sizeof(name);
+  ASSERT_EQ(fi_getname(&ep_->fid, &name, &len), 0);
+  EXPECT_EQ(len, sizeof(name));
+  EXPECT_EQ(name.sin_family, AF_INET);
+  EXPECT_EQ(name.sin_addr.s_addr, self.sin_addr.s_addr);
+
+  // fi_av_insert of a sockaddr_in: the MAC comes from the resolver (our own address here);
+  // fi_av_lookup hands it back as a sockaddr_in.
+  sockaddr_in peer = self;
+  peer.sin_port = htons(9228);
+  fi_addr_t f = FI_ADDR_NOTAVAIL;
+  ASSERT_EQ(fi_av_insert(av_, &peer, 1, &f, 0, nullptr), 1);
+  sockaddr_in got{};
+  len = sizeof(got);
+  ASSERT_EQ(fi_av_lookup(av_, f, &got, &len), 0);
+  EXPECT_EQ(len, sizeof(got));
+  EXPECT_EQ(got.sin_family, AF_INET);
+  EXPECT_EQ(got.sin_addr.s_addr, peer.sin_addr.s_addr);
+  EXPECT_EQ(got.sin_port, peer.sin_port);
+
+  char buf[64];
+  len = sizeof(buf);
+  ASSERT_EQ(fi_av_straddr(av_, &peer, buf, &len), buf);
+  char ip[INET_ADDRSTRLEN];
+  inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof(ip));
+  EXPECT_EQ(std::string(buf), std::string("fi_sockaddr_in://") + ip + ":9228");
+}
+
+TEST_F(SockaddrTest, SockaddrIsNarrowedToSockaddrIn) {
+  open(FI_SOCKADDR);
+  EXPECT_EQ(dpdk_->addr_format, static_cast<uint32_t>(FI_SOCKADDR_IN));
+}
+
+TEST_F(SockaddrTest, OtherAddressFormatsAreNotOffered) {
+  for (uint32_t format :
+       {uint32_t{FI_SOCKADDR_IN6}, uint32_t{FI_SOCKADDR_IB}, uint32_t{FI_ADDR_STR}}) {
+    InfoPtr hints = dpdk_hints();
+    hints->addr_format = format;
+    InfoPtr info;
+    getinfo(hints.get(), &info);
+    EXPECT_EQ(first_dpdk(info.get()), nullptr) << format;
+  }
+}
+
+// An AV of a native-format domain still takes a sockaddr_in (and a sockaddr_in6 is refused).
+TEST_F(SockaddrTest, NativeAvAcceptsSockaddrInAndRefusesOtherFamilies) {
+  open(FI_FORMAT_UNSPEC);
+  EXPECT_EQ(dpdk_->addr_format, static_cast<uint32_t>(FI_FORMAT_UNSPEC));
+  Address self;
+  std::memcpy(&self, dpdk_->src_addr, sizeof(self));
+  sockaddr_in peer{};
+  peer.sin_family = AF_INET;
+  peer.sin_addr.s_addr = self.ipv4_be;
+  peer.sin_port = htons(777);
+  fi_addr_t f = FI_ADDR_NOTAVAIL;
+  ASSERT_EQ(fi_av_insert(av_, &peer, 1, &f, 0, nullptr), 1);
+  Address got{};
+  size_t len = sizeof(got);
+  ASSERT_EQ(fi_av_lookup(av_, f, &got, &len), 0);
+  EXPECT_EQ(got.version, 1);
+  EXPECT_EQ(std::memcmp(got.mac, self.mac, 6), 0);
+  EXPECT_EQ(got.udp_port_be, htons(777));
+  sockaddr_in bad = peer;
+  bad.sin_family = AF_INET6;
+  EXPECT_EQ(fi_av_insert(av_, &bad, 1, &f, 0, nullptr), 0);
+  EXPECT_EQ(f, FI_ADDR_NOTAVAIL);
 }
 
 }  // namespace

@@ -108,9 +108,12 @@ TEST(Getinfo, HonoursCapsAndMode) {
 
 TEST(Getinfo, HonoursAddressFormat) {
   auto h = dpdk_hints();
-  h->addr_format = FI_SOCKADDR_IN;
+  h->addr_format = FI_SOCKADDR_IN6;
   InfoPtr info;
   EXPECT_TRUE(refused(h.get()));
+  h->addr_format = FI_SOCKADDR_IN;  // IPv4 + UDP port (av_test.cc checks the addresses)
+  ASSERT_EQ(getinfo(h.get(), &info), 0);
+  EXPECT_EQ(first_dpdk(info.get())->addr_format, static_cast<uint32_t>(FI_SOCKADDR_IN));
   h->addr_format = FI_FORMAT_UNSPEC;
   EXPECT_EQ(getinfo(h.get(), &info), 0);
 }
