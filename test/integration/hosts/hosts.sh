@@ -45,6 +45,10 @@
 #   libbpf/libxdp warnings about bpffs ("No bpffs found at /sys/fs/bpf", "Can't use dispatcher")
 #   and "skipping unrecognized data section" are harmless: libxdp then loads a single program.
 #   A process killed with SIGKILL leaves its XDP program attached; the next one reuses it.
+# - A frame the kernel sends through a veth carries an unfinished UDP checksum (CHECKSUM_PARTIAL:
+#   the pseudo-header sum only, left to an offload that never happens); af_packet and af_xdp hand
+#   it over as it is and dpfab's decoder drops it as a bad checksum. For a kernel UDP socket as a
+#   peer, turn the offload off on its end: `ethtool -K dp0 tx off` (kernel_peer_test.cc).
 # - Both PMDs report the DPDK link as up even when the kernel link is down: read the kernel
 #   state (`ip -n NS link`, LOWER_UP) to know whether the wire is there.
 # - net_memif across namespaces needs socket-abstract=no (abstract unix sockets belong to a
