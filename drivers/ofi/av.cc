@@ -53,9 +53,20 @@ class EqHub final : public wait::ProgressSource {
     }
     return n;
   }
+  /// While an insertion waits for ARP, a thread blocked on the EQ wakes every millisecond to poll
+  /// the port for the reply (manual progress: nothing else may be polling it). Otherwise it
+  /// sleeps until an event is written.
+  int64_t poll_interval_ns() const noexcept override {
+    std::unique_lock lock(mutex, std::try_to_lock);
+    if (!lock) return kResolvePollNs;  // busy: assume there is work
+    for (proto::AddressVector* av : avs)
+      if (av->has_pending()) return kResolvePollNs;
+    return -1;
+  }
+  static constexpr int64_t kResolvePollNs = 1'000'000;
 
-  event::Eq* eq = nullptr;  // under g_hubs_mutex: the EQ served, nullptr when free
-  std::mutex mutex;         // guards avs; held while their progress runs
+  event::Eq* eq = nullptr;   // under g_hubs_mutex: the EQ served, nullptr when free
+  mutable std::mutex mutex;  // guards avs; held while their progress runs
   std::vector<proto::AddressVector*> avs;
 };
 

@@ -139,6 +139,60 @@ int probe_resolve(int argc, char** argv) {
   return 0;
 }
 
+// --probe resolve-async IP...: the same through an FI_EVENT AV, the application blocked in
+// fi_eq_sread while the ARP replies come in (nobody else polls the port: manual progress).
+// Prints "complete N in MS ms" and one "error POS ERR" per error entry.
+int probe_resolve_async(int argc, char** argv) {
+  Res r;
+  int ret = open_res(r, nullptr, nullptr);
+  if (ret) return std::printf("open %d\n", ret), 2;
+  fi_close(&r.av->fid);
+  r.av = nullptr;
+  fi_eq_attr eq_attr{};
+  eq_attr.wait_obj = FI_WAIT_UNSPEC;
+  fid_eq* eq = nullptr;
+  if (fi_eq_open(r.fabric, &eq_attr, &eq, nullptr)) return 2;
+  fi_av_attr attr{};
+  attr.type = FI_AV_MAP;
+  attr.flags = FI_EVENT;
+  if (fi_av_open(r.domain, &attr, &r.av, nullptr) || fi_av_bind(r.av, &eq->fid, 0)) return 2;
+  const size_t n = static_cast<size_t>(argc);
+  std::vector<sockaddr_in> addrs(n);
+  for (size_t i = 0; i < n; ++i) {
+    addrs[i].sin_family = AF_INET;
+    addrs[i].sin_port = htons(7);
+    if (inet_pton(AF_INET, argv[i], &addrs[i].sin_addr) != 1) return 2;
+  }
+  std::vector<fi_addr_t> fa(n, FI_ADDR_NOTAVAIL);
+  int ctx = 0;
+  const auto t0 = Clock::now();
+  if ((ret = fi_av_insert(r.av, addrs.data(), n, fa.data(), 0, &ctx)) != 0)
+    return std::printf("insert %d\n", ret), 2;
+  for (;;) {
+    uint32_t event = 0;
+    fi_eq_entry e{};
+    ssize_t got = fi_eq_sread(eq, &event, &e, sizeof(e), 10000, 0);
+    if (got == -FI_EAVAIL) {
+      fi_eq_err_entry err{};
+      fi_eq_readerr(eq, &err, 0);
+      std::printf("error %llu %d\n", static_cast<unsigned long long>(err.data), err.err);
+      continue;
+    }
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+    if (got != static_cast<ssize_t>(sizeof(e)) || event != FI_AV_COMPLETE)
+      std::printf("sread %zd after %lld ms\n", got, static_cast<long long>(ms));
+    else
+      std::printf("complete %llu in %lld ms\n", static_cast<unsigned long long>(e.data),
+                  static_cast<long long>(ms));
+    break;
+  }
+  fi_close(&r.av->fid);
+  r.av = nullptr;
+  fi_close(&eq->fid);
+  return 0;
+}
+
 // --probe echo IP PORT: sends "dpfab says hello" to IP:PORT (a kernel UDP echo socket) and waits
 // up to 5 s for the echo; prints "echo <text> from <source ip:port>".
 int probe_echo(char* ip, char* port) {
@@ -238,6 +292,24 @@ TEST_P(KernelPeer, SockaddrInsertResolvesTheKernelsAddressesByArp) {
   EXPECT_NE(r.out.find("dest_addr inserted " + h_[1].mac), std::string::npos) << r.out;
 }
 
+// fi_av(3) FI_EVENT: the insertion completes on the EQ while the application sleeps in
+// fi_eq_sread (the EQ's wait polls the port for the ARP replies); the unowned address is an error
+// entry with its position, then FI_AV_COMPLETE counts the six inserted.
+TEST_P(KernelPeer, AsyncInsertCompletesWhileTheApplicationSleepsOnTheEq) {
+  std::vector<std::string> args = {"resolve-async"};
+  for (int i = 20; i < 26; ++i) {
+    const std::string ip = subnet_ + std::to_string(i);
+    RunResult add = h_.exec(1, {"ip", "addr", "add", ip + "/24", "dev", h_[1].iface});
+    ASSERT_TRUE(add.ok()) << add.err;
+    args.push_back(ip);
+  }
+  args.push_back(subnet_ + "99");  // nobody: position 6
+  RunResult r = probe(args);
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("error 6 " + std::to_string(FI_EHOSTUNREACH)), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("complete 6 in"), std::string::npos) << r.out;
+}
+
 // A kernel UDP socket receives our datagram (checksums verified by the kernel) and its echo
 // comes back to our endpoint with FI_SOURCE naming the kernel socket.
 TEST_P(KernelPeer, KernelUdpSocketEchoesOurDatagram) {
@@ -282,6 +354,8 @@ INSTANTIATE_TEST_SUITE_P(Pmds, KernelPeer, ::testing::Values(Pmd::af_packet, Pmd
 int main(int argc, char** argv) {
   if (argc >= 3 && std::strcmp(argv[1], "--probe") == 0) {
     if (std::strcmp(argv[2], "resolve") == 0 && argc >= 4) return probe_resolve(argc - 3, argv + 3);
+    if (std::strcmp(argv[2], "resolve-async") == 0 && argc >= 4)
+      return probe_resolve_async(argc - 3, argv + 3);
     if (std::strcmp(argv[2], "echo") == 0 && argc == 5) return probe_echo(argv[3], argv[4]);
     return 2;
   }
