@@ -147,4 +147,47 @@ TEST(Decoder, UnicastFramesAreUnaffected) {
   EXPECT_EQ(stats.rejected(), 0u);
 }
 
+// RFC 2236 2 and 9: an IGMPv2 report goes to the group, a leave to 224.0.0.2, with TTL 1 and the
+// Router Alert option; both checksums hold (checked with the tests' own one's-complement sum).
+TEST(Igmp, ReportGoesToTheGroupAndLeaveToAllRoutersWithTtl1AndRouterAlert) {
+  const uint32_t group = ip("239.1.2.3");
+  Local local{kUnicast, ip("10.0.0.1")};
+  for (IgmpType type : {IgmpType::kReportV2, IgmpType::kLeave}) {
+    uint8_t f[kMinFrameLen];
+    ASSERT_EQ(build_igmp_v2(f, local, type, group), kMinFrameLen);
+    const uint32_t dst = type == IgmpType::kLeave ? ip("224.0.0.2") : group;
+    const rte_ether_addr dst_mac = multicast_mac(dst);
+    EXPECT_EQ(0, std::memcmp(f, &dst_mac, 6));
+    EXPECT_EQ(0, std::memcmp(f + 6, &kUnicast, 6));
+    EXPECT_EQ(f[12], 0x08);
+    EXPECT_EQ(f[13], 0x00);
+    const uint8_t* iph = f + 14;
+    EXPECT_EQ(iph[0], 0x46);  // IHL 6: one option word
+    EXPECT_EQ((iph[2] << 8) | iph[3], 32);
+    EXPECT_EQ(iph[8], 1);  // TTL
+    EXPECT_EQ(iph[9], 2);  // IGMP
+    EXPECT_EQ(0, std::memcmp(iph + 12, &local.ip_be, 4));
+    EXPECT_EQ(0, std::memcmp(iph + 16, &dst, 4));
+    EXPECT_EQ(iph[20], 0x94);  // Router Alert
+    EXPECT_EQ(iph[21], 0x04);
+    EXPECT_EQ(wire_test::ones_sum(iph, 24), 0xffff);
+    const uint8_t* igmp = iph + 24;
+    EXPECT_EQ(igmp[0], static_cast<uint8_t>(type));
+    EXPECT_EQ(igmp[1], 0);
+    EXPECT_EQ(0, std::memcmp(igmp + 4, &group, 4));
+    EXPECT_EQ(wire_test::ones_sum(igmp, 8), 0xffff);
+    // The rest is padding.
+    for (size_t i = 14 + 32; i < kMinFrameLen; ++i) EXPECT_EQ(f[i], 0) << i;
+  }
+}
+
+TEST(Igmp, RefusesAShortBufferOrAUnicastGroup) {
+  uint8_t f[kMinFrameLen];
+  Local local{kUnicast, ip("10.0.0.1")};
+  EXPECT_EQ(build_igmp_v2(std::span<uint8_t>(f, kMinFrameLen - 1), local, IgmpType::kReportV2,
+                          ip("239.1.2.3")),
+            0u);
+  EXPECT_EQ(build_igmp_v2(f, local, IgmpType::kReportV2, ip("10.1.2.3")), 0u);
+}
+
 }  // namespace
