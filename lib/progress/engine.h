@@ -97,7 +97,8 @@ class PortEngine final : public proto::Link {
   static int64_t now_ns() noexcept;
   enum class Handled { kFree, kDelivered, kKept };  // kKept: a receiver holds the mbuf
   Handled handle(rte_mbuf* m) noexcept;
-  Handled deliver_group(const wire::Frame& f, rte_mbuf* m) noexcept;  // RX owner
+  // RX owner: a copy of a group frame to each member.
+  Handled deliver_group(const wire::Frame& f, rte_mbuf* m) noexcept;
   size_t drain_backlogs() noexcept;  // RX owner
   void send_raw(const uint8_t* frame, size_t len) noexcept;
   void tick_neighbours() noexcept;  // RX owner: retries and new resolutions
