@@ -234,7 +234,9 @@ int PortEngine::join_group(uint32_t group_be, uint16_t udp_port_be, proto::Recei
   if (!wire::is_multicast_ipv4(group_be)) return -FI_EINVAL;
   if (int rc = groups_.add(group_be, udp_port_be, r); rc != 0) return rc;
   if (int rc = port_->join_multicast(wire::multicast_mac(group_be)); rc != 0) {
-    leave_group(group_be, udp_port_be, r);
+    // Undo the membership only: the MAC was not counted (leave_group would uncount it).
+    (void)groups_.remove(group_be, udp_port_be, r);
+    while (rx_busy_.load(std::memory_order_seq_cst)) rx_wait();
     return rc;
   }
   if (groups_.members_of(group_be) == 1) {  // the port's first member: tell snooping switches
