@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 //
 // fi_getinfo: the attributes dpdk offers and how hints narrow them. Only what is implemented is
-// advertised. Today: one FI_EP_DGRAM / FI_MSG entry per configured port (domain = port).
+// advertised. Today: one FI_EP_DGRAM / FI_MSG (+ FI_MULTICAST) entry per configured port
+// (domain = port).
 //
 // EAL starts here only when the application has chosen this provider (the hints name "dpdk"):
 // libfabric asks every provider, and `fi_info -l` or an MPI job probing for tcp must not start
@@ -18,7 +19,9 @@
 namespace dpfab::ofi {
 namespace {
 
-constexpr uint64_t kCaps = FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+// FI_MULTICAST: fi_join on DGRAM endpoints (ep.cc), paired with FI_SEND and/or FI_RECV.
+constexpr uint64_t kCaps =
+    FI_MSG | FI_MULTICAST | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
 // Peers on the same box (memif, ring) and on other hosts (NICs, veth) alike.
 constexpr uint64_t kDomainCaps = FI_LOCAL_COMM | FI_REMOTE_COMM;
 constexpr size_t kDefaultMtu = 1500;
@@ -45,7 +48,8 @@ void fill(fi_info* out, const config::Config& cfg, const std::string& domain_nam
   out->tx_attr->iov_limit = 4;
   out->tx_attr->rma_iov_limit = 0;
 
-  out->rx_attr->caps = kCaps & ~FI_SEND & ~kDomainCaps;
+  // FI_MULTICAST is a transmit capability (fi_getinfo(3)); receiving group traffic needs FI_RECV.
+  out->rx_attr->caps = kCaps & ~FI_SEND & ~FI_MULTICAST & ~FI_SOURCE & ~kDomainCaps;
   out->rx_attr->op_flags = 0;
   out->rx_attr->msg_order = 0;
   out->rx_attr->comp_order = FI_ORDER_NONE;
@@ -124,9 +128,11 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
       return false;
     if (t->msg_order & ~out->tx_attr->msg_order) return false;
     out->tx_attr->op_flags = t->op_flags;
+    out->caps |= t->caps;  // what the tx attributes ask for is granted
   }
   if (const auto* r = hints->rx_attr) {
-    if (r->caps & ~out->rx_attr->caps & ~FI_MSG) return false;
+    if (r->caps & ~(out->rx_attr->caps | FI_SOURCE) & ~FI_MSG) return false;
+    out->caps |= r->caps;  // what the rx attributes ask for is granted (FI_SOURCE included)
     if (too_big(r->size, out->rx_attr->size) || too_big(r->iov_limit, out->rx_attr->iov_limit))
       return false;
     if (r->msg_order & ~out->rx_attr->msg_order) return false;
@@ -159,6 +165,10 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
     if (f->name && std::strcmp(f->name, kFabricName) != 0) return false;
     if (f->api_version && FI_VERSION_LT(kApiVersion, f->api_version)) return false;
   }
+  // The tx/rx attributes carry the capabilities granted, no more (FI_SOURCE only when asked).
+  if (out->caps & FI_SOURCE) out->rx_attr->caps |= FI_SOURCE;
+  out->tx_attr->caps &= out->caps;
+  out->rx_attr->caps &= out->caps;
   return true;
 }
 

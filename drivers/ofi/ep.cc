@@ -3,12 +3,25 @@
 // FI_EP_DGRAM endpoints: the fid_ep ops tables over proto::DgramEndpoint. Bind a CQ (or counter)
 // per direction and an AV, then fi_enable reserves the UDP port (the one in info->src_addr or
 // fi_setname, else an ephemeral one) on the domain's port.
+//
+// Multicast (FI_MULTICAST, fi_cm(3) fi_join): an enabled endpoint bound to an EQ joins an IPv4
+// group given as a struct sockaddr_in (AF_INET, 224.0.0.0/4, a non-zero UDP port) or as a dpfab
+// address (wire::Address) whose IPv4 is a group; its MAC must be zero or the group's. The join is
+// done when fi_join returns, and its FI_JOIN_COMPLETE event (fid = the fid_mc, context) is on the
+// EQ by then. fi_mc_addr gives an fi_addr_t outside the AV's index space (kMcAddrTag | slot) that
+// the send calls take, with or without FI_MULTICAST. A receiving member gets every datagram sent
+// to the group and UDP port, whatever port the endpoint is bound to. fi_close on the fid_mc
+// leaves; fi_close on the endpoint returns -FI_EBUSY while any of its fid_mc is open.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
+#include <array>
 #include <cstring>
 #include <memory>
+#include <mutex>
 
 #include "dpdk.h"
 #include "event/cntr.h"
@@ -16,6 +29,7 @@
 #include "proto/av.h"
 #include "proto/dgram.h"
 #include "wire/format.h"
+#include "wire/multicast.h"
 
 namespace dpfab::ofi {
 namespace {
@@ -27,6 +41,25 @@ class AvSource final : public proto::SourceLookup {
   fi_addr_t reverse(uint32_t ip, uint16_t port, uint16_t ep) const noexcept override {
     return av ? av->reverse(ip, port, ep) : FI_ADDR_NOTAVAIL;
   }
+};
+
+struct Endpoint;
+
+// fi_mc_addr values: the tag bit keeps them apart from AV indices (below kMaxEntries) and from
+// FI_ADDR_NOTAVAIL; the low bits are the group's slot in its endpoint.
+constexpr fi_addr_t kMcAddrTag = fi_addr_t{1} << 62;
+constexpr size_t kMaxJoins = 64;  // open fid_mc per endpoint
+
+// A joined group (fid_mc).
+struct Mc {
+  fid_mc fid{};
+  Endpoint* ep = nullptr;
+  size_t slot = 0;
+  uint32_t group_be = 0;
+  uint16_t udp_port_be = 0;
+  bool sends = false;     // may send to the group through fi_mc_addr
+  bool receives = false;  // a member of the port's group table
+  proto::Destination dest;
 };
 
 struct Endpoint {
@@ -51,6 +84,10 @@ struct Endpoint {
   uint16_t ep_id_be = 0;
   wire::AddrFormat format = wire::AddrFormat::kNative;  ///< what fi_getname writes
   bool enabled = false;
+  // Joined groups: fi_join/fi_close(mc) write under mc_mutex; the send path reads the slots.
+  std::mutex mc_mutex;
+  std::array<std::atomic<Mc*>, kMaxJoins> mcs{};
+  size_t mc_open = 0;  // under mc_mutex
 };
 
 Endpoint* ep_of(fid_ep* e) noexcept { return container_of_fid<Endpoint>(&e->fid); }
@@ -60,6 +97,10 @@ Endpoint* ep_of(fid* f) noexcept { return container_of_fid<Endpoint>(f); }
 
 int ep_close(fid* f) noexcept {
   Endpoint* e = ep_of(f);
+  {
+    std::lock_guard lock(e->mc_mutex);
+    if (e->mc_open) return -FI_EBUSY;  // close the fid_mc objects first
+  }
   if (e->enabled) {
     e->engine->unbind(e->dgram->address().udp_port_be);
     e->engine->with_rx_owner([&] { e->dgram->clear_backlog_locked(); });
@@ -243,6 +284,126 @@ int ep_setname(fid* f, void* addr, size_t addrlen) noexcept {
   return FI_SUCCESS;
 }
 
+// ---- multicast ---------------------------------------------------------------------------
+
+int mc_close(fid* f) noexcept {
+  Mc* mc = container_of_fid<Mc>(f);
+  Endpoint* e = mc->ep;
+  std::lock_guard lock(e->mc_mutex);
+  // Release: nothing is published through the slot's clearing; a sender still holding the old
+  // pointer is the application's race (sending on a group it is closing).
+  e->mcs[mc->slot].store(nullptr, std::memory_order_release);
+  if (mc->receives) e->engine->leave_group(mc->group_be, mc->udp_port_be, e->dgram.get());
+  --e->mc_open;
+  delete mc;
+  return FI_SUCCESS;
+}
+
+fi_ops g_mc_fi_ops = {
+    .size = sizeof(fi_ops),
+    .close = mc_close,
+    .bind = enosys<decltype(fi_ops::bind)>,
+    .control = enosys<decltype(fi_ops::control)>,
+    .ops_open = enosys<decltype(fi_ops::ops_open)>,
+    .tostr = nullptr,
+    .ops_set = enosys<decltype(fi_ops::ops_set)>,
+};
+
+// The group fi_join names: a sockaddr_in or a wire::Address (told apart by their first bytes:
+// sa_family AF_INET, or the address version with a zero reserved byte).
+// @return 0; -FI_EINVAL when `addr` is neither or not a group with a UDP port (and a MAC that is
+//         zero or the group's); -FI_ENOSYS for AF_INET6 (IPv6 groups are not offered).
+int parse_group(const void* addr, uint32_t* group_be, uint16_t* port_be) noexcept {
+  if (!addr) return -FI_EINVAL;
+  sa_family_t family;
+  std::memcpy(&family, addr, sizeof(family));
+  const auto* bytes = static_cast<const uint8_t*>(addr);
+  if (family == AF_INET) {
+    sockaddr_in sin;
+    std::memcpy(&sin, addr, sizeof(sin));
+    *group_be = sin.sin_addr.s_addr;
+    *port_be = sin.sin_port;
+  } else if (family == AF_INET6) {
+    return -FI_ENOSYS;
+  } else if (bytes[0] == wire::kAddressVersion && bytes[1] == 0) {
+    wire::Address a;
+    std::memcpy(&a, addr, sizeof(a));
+    static constexpr uint8_t kZero[6] = {};
+    const rte_ether_addr want = wire::multicast_mac(a.ipv4_be);
+    if (std::memcmp(a.mac, kZero, 6) != 0 && std::memcmp(a.mac, want.addr_bytes, 6) != 0)
+      return -FI_EINVAL;
+    *group_be = a.ipv4_be;
+    *port_be = a.udp_port_be;
+  } else {
+    return -FI_EINVAL;
+  }
+  if (!wire::is_multicast_ipv4(*group_be) || *port_be == 0) return -FI_EINVAL;
+  return 0;
+}
+
+int ep_join(fid_ep* ep, const void* addr, uint64_t flags, fid_mc** mc_out, void* context) noexcept {
+  return guard("fi_join", [&]() -> int {
+    Endpoint* e = ep_of(ep);
+    if (!mc_out) return -FI_EINVAL;
+    if (!(e->caps & FI_MULTICAST)) return -FI_EOPNOTSUPP;
+    if (flags & ~(FI_SEND | FI_RECV)) return -FI_EBADFLAGS;
+    // "The endpoint must be configured for transmit (receive) operations to use this flag."
+    if ((flags & FI_SEND) && !(e->caps & FI_SEND)) return -FI_EINVAL;
+    if ((flags & FI_RECV) && !(e->caps & FI_RECV)) return -FI_EINVAL;
+    if (!e->eq) return -FI_ENOEQ;
+    if (!e->enabled) return -FI_EOPBADSTATE;
+    event::Eq* eq = eq_of(e->eq);
+    if (!eq) return -FI_EINVAL;
+    uint32_t group_be = 0;
+    uint16_t port_be = 0;
+    if (int r = parse_group(addr, &group_be, &port_be); r != 0) return r;
+
+    auto mc = std::make_unique<Mc>();
+    mc->ep = e;
+    mc->group_be = group_be;
+    mc->udp_port_be = port_be;
+    const uint64_t want = flags ? flags : e->caps;  // default: what the endpoint can do
+    mc->sends = want & FI_SEND;
+    mc->receives = want & FI_RECV;
+    mc->dest.mac = wire::multicast_mac(group_be);
+    mc->dest.ipv4_be = group_be;
+    mc->dest.udp_port_be = port_be;
+    mc->dest.ep_id_be = 0;  // every member: group frames are matched by group and port
+
+    std::lock_guard lock(e->mc_mutex);
+    size_t slot = kMaxJoins;
+    for (size_t i = 0; i < kMaxJoins && slot == kMaxJoins; ++i)
+      if (!e->mcs[i].load(std::memory_order_relaxed)) slot = i;
+    if (slot == kMaxJoins) return -FI_ENOSPC;
+    mc->slot = slot;
+    if (mc->receives) {
+      if (int r = e->engine->join_group(group_be, port_be, e->dgram.get()); r != 0) return r;
+    }
+    mc->fid.fid.fclass = FI_CLASS_MC;
+    mc->fid.fid.context = context;
+    mc->fid.fid.ops = &g_mc_fi_ops;
+    mc->fid.fi_addr = kMcAddrTag | slot;
+
+    fi_eq_entry entry{};
+    entry.fid = &mc->fid.fid;
+    entry.context = context;
+    if (ssize_t w = eq->write(FI_JOIN_COMPLETE, &entry, sizeof(entry), 0); w < 0) {
+      if (mc->receives) e->engine->leave_group(group_be, port_be, e->dgram.get());
+      return static_cast<int>(w);
+    }
+    // Release: pairs with the acquire load in destination(): a sender that finds the slot sees
+    // the group's destination.
+    e->mcs[slot].store(mc.get(), std::memory_order_release);
+    ++e->mc_open;
+    char ip[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, &group_be, ip, sizeof(ip));
+    DPFAB_INFO(FI_LOG_EP_CTRL, "joined %s:%u (%s%s)", ip, ntohs(port_be), mc->sends ? "send" : "",
+               mc->receives ? (mc->sends ? "+recv" : "recv") : "");
+    *mc_out = &mc.release()->fid;
+    return FI_SUCCESS;
+  });
+}
+
 fi_ops_cm g_ep_cm_ops = {
     .size = sizeof(fi_ops_cm),
     .setname = ep_setname,
@@ -253,19 +414,30 @@ fi_ops_cm g_ep_cm_ops = {
     .accept = enosys<decltype(fi_ops_cm::accept)>,
     .reject = enosys<decltype(fi_ops_cm::reject)>,
     .shutdown = enosys<decltype(fi_ops_cm::shutdown)>,
-    .join = enosys<decltype(fi_ops_cm::join)>,
+    .join = ep_join,
 };
 
 // ---- fi_ops_msg --------------------------------------------------------------------------
 
-bool destination(const Endpoint* e, fi_addr_t a, proto::Destination* d) noexcept {
+// -FI_EINVAL for an address that is neither in the AV nor a joined group; -FI_EPERM for a group
+// joined receive-only (fi_join with FI_RECV).
+int destination(const Endpoint* e, fi_addr_t a, proto::Destination* d) noexcept {
+  if (a != FI_ADDR_NOTAVAIL && (a & kMcAddrTag)) {
+    const fi_addr_t slot = a & ~kMcAddrTag;
+    // Acquire: pairs with the release store in ep_join.
+    const Mc* mc = slot < kMaxJoins ? e->mcs[slot].load(std::memory_order_acquire) : nullptr;
+    if (!mc) return -FI_EINVAL;
+    if (!mc->sends) return -FI_EPERM;
+    *d = mc->dest;
+    return 0;
+  }
   const proto::AvEntry* entry = e->av ? e->av->lookup(a) : nullptr;
-  if (!entry) return false;
+  if (!entry) return -FI_EINVAL;
   std::memcpy(d->mac.addr_bytes, entry->addr.mac, 6);
   d->ipv4_be = entry->addr.ipv4_be;
   d->udp_port_be = entry->addr.udp_port_be;
   d->ep_id_be = entry->addr.ep_id_be;
-  return true;
+  return 0;
 }
 
 ssize_t do_send(fid_ep* ep, const iovec* iov, size_t count, fi_addr_t dest, void* context,
@@ -273,7 +445,7 @@ ssize_t do_send(fid_ep* ep, const iovec* iov, size_t count, fi_addr_t dest, void
   Endpoint* e = ep_of(ep);
   if (!e->enabled) return -FI_EOPBADSTATE;
   proto::Destination d;
-  if (!destination(e, dest, &d)) return -FI_EINVAL;
+  if (int r = destination(e, dest, &d); r != 0) return r;
   return e->dgram->send(iov, count, d, context, flags, has_data, data, inject);
 }
 

@@ -194,6 +194,104 @@ const char* rx_interrupt_name(RxInterrupt r) noexcept {
   return "?";
 }
 
+const char* mc_filter_name(McFilter f) noexcept {
+  switch (f) {
+    case McFilter::kNone:
+      return "none";
+    case McFilter::kList:
+      return "group list";
+    case McFilter::kAllMulti:
+      return "allmulticast";
+    case McFilter::kUnfiltered:
+      return "unfiltered (the PMD has no multicast filter)";
+  }
+  return "?";
+}
+
+int Port::join_multicast(const rte_ether_addr& mac) noexcept {
+  if (!rte_is_multicast_ether_addr(&mac) || rte_is_broadcast_ether_addr(&mac)) return -FI_EINVAL;
+  if (!info_.created || !started_) return -FI_ENODEV;
+  try {
+    std::lock_guard lock(mc_mutex_);
+    for (auto& [m, refs] : mc_macs_) {
+      if (rte_is_same_ether_addr(&m, &mac)) {
+        ++refs;
+        return 0;
+      }
+    }
+    mc_macs_.emplace_back(mac, 1u);
+    apply_mc_filter_locked();
+    return 0;
+  } catch (const std::bad_alloc&) {
+    return -FI_ENOMEM;
+  }
+}
+
+void Port::leave_multicast(const rte_ether_addr& mac) noexcept {
+  std::lock_guard lock(mc_mutex_);
+  for (auto it = mc_macs_.begin(); it != mc_macs_.end(); ++it) {
+    if (!rte_is_same_ether_addr(&it->first, &mac)) continue;
+    if (--it->second == 0) {
+      mc_macs_.erase(it);
+      apply_mc_filter_locked();
+    }
+    return;
+  }
+}
+
+McFilter Port::mc_filter() const noexcept {
+  std::lock_guard lock(mc_mutex_);
+  return mc_filter_;
+}
+
+unsigned Port::multicast_refs(const rte_ether_addr& mac) const noexcept {
+  std::lock_guard lock(mc_mutex_);
+  for (const auto& [m, refs] : mc_macs_)
+    if (rte_is_same_ether_addr(&m, &mac)) return refs;
+  return 0;
+}
+
+// Programs the port for mc_macs_: the list when the PMD takes it, else allmulticast, else nothing
+// (the PMD is assumed to deliver every frame). Called whenever the set of MACs changes.
+void Port::apply_mc_filter_locked() noexcept {
+  const uint16_t id = info_.port_id;
+  std::vector<rte_ether_addr> list;
+  list.reserve(mc_macs_.size());
+  for (const auto& [m, refs] : mc_macs_) list.push_back(m);
+  if (!mc_list_refused_) {
+    int r = rte_eth_dev_set_mc_addr_list(id, list.empty() ? nullptr : list.data(),
+                                         static_cast<uint32_t>(list.size()));
+    if (r == 0) {
+      mc_filter_ = list.empty() ? McFilter::kNone : McFilter::kList;
+      return;
+    }
+    DPFAB_INFO(FI_LOG_CORE, "port %s: multicast address list refused (%s): using allmulticast",
+               info_.name.c_str(), err_text(r).c_str());
+    mc_list_refused_ = true;
+  }
+  if (list.empty()) {
+    if (mc_allmulti_on_) rte_eth_allmulticast_disable(id);
+    mc_allmulti_on_ = false;
+    mc_filter_ = McFilter::kNone;
+    return;
+  }
+  if (mc_allmulti_on_ || rte_eth_allmulticast_get(id) == 1) {
+    mc_filter_ = McFilter::kAllMulti;
+    return;
+  }
+  int r = rte_eth_allmulticast_enable(id);
+  if (r == 0 && rte_eth_allmulticast_get(id) == 1) {
+    mc_allmulti_on_ = true;
+    mc_filter_ = McFilter::kAllMulti;
+    return;
+  }
+  DPFAB_INFO(FI_LOG_CORE,
+             "port %s: no multicast filter (allmulticast: %s): the PMD is taken to deliver every "
+             "frame",
+             info_.name.c_str(), err_text(r).c_str());
+  mc_filter_ = McFilter::kUnfiltered;
+}
+
 std::string format_mac(const rte_ether_addr& mac) {
   char buf[RTE_ETHER_ADDR_FMT_SIZE];
   rte_ether_format_addr(buf, sizeof(buf), &mac);

@@ -13,7 +13,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/config.h"
@@ -31,6 +33,15 @@ enum class RxInterrupt {
   kFdOnly,  ///< enable is not supported, but the queue fd itself becomes readable (net_tap)
 };
 const char* rx_interrupt_name(RxInterrupt r) noexcept;
+
+/// How a port lets in frames sent to Ethernet group (multicast) addresses.
+enum class McFilter {
+  kNone,        ///< no group joined: the port's default (PMDs drop foreign group MACs)
+  kList,        ///< the joined groups' MACs are programmed (rte_eth_dev_set_mc_addr_list)
+  kAllMulti,    ///< the PMD refused the list: every group frame is let in (allmulticast)
+  kUnfiltered,  ///< the PMD has neither: it is assumed to deliver every frame (net_ring, memif)
+};
+const char* mc_filter_name(McFilter f) noexcept;
 
 struct Info {
   std::string spec;    ///< as configured (memif role=auto resolved)
@@ -64,6 +75,24 @@ class Port {
   /// Re-reads the link state without waiting.
   void refresh_link() noexcept;
 
+  /// Lets frames to group MAC `mac` in (a joined IPv4 group, wire::multicast_mac). Counted per
+  /// MAC across all users of the port: the MAC stays in the filter until every join is matched by
+  /// a leave_multicast. The port's filter is programmed with the list of joined MACs; when the PMD
+  /// refuses the list (-ENOTSUP, or no room for more) the port falls back to allmulticast, and
+  /// when it refuses that too the PMD is taken to deliver every frame (vdevs such as net_ring and
+  /// memif have no filter): mc_filter() says which. Control path, any thread (a mutex).
+  /// @return 0; -FI_EINVAL when `mac` is not a group address; -FI_ENODEV for a port the
+  ///         application owns (dpfab does not reconfigure it); -FI_ENOMEM.
+  int join_multicast(const rte_ether_addr& mac) noexcept;
+  /// Undoes one join_multicast of `mac`; the last one removes it from the filter (and turns
+  /// allmulticast off again when dpfab turned it on and no group is left). Unknown MACs are
+  /// ignored. Control path, any thread.
+  void leave_multicast(const rte_ether_addr& mac) noexcept;
+  /// How group frames get in now.
+  McFilter mc_filter() const noexcept;
+  /// Joins of `mac` not yet left (0 when not joined).
+  unsigned multicast_refs(const rte_ether_addr& mac) const noexcept;
+
   /// Opens one port. @return -FI_ENODEV when the device cannot be created or found, -FI_EINVAL
   /// for a spec DPDK rejects, -FI_ENOMEM when the mempool cannot be allocated, -FI_EIO when the
   /// device refuses configuration or start; the message names the port.
@@ -77,6 +106,14 @@ class Port {
   rte_mempool* pool_ = nullptr;
   bool started_ = false;
   UniqueFd role_lock_;  // memif role=auto: held while we are the server
+
+  // Multicast filter (join_multicast): under mc_mutex_.
+  void apply_mc_filter_locked() noexcept;
+  mutable std::mutex mc_mutex_;
+  std::vector<std::pair<rte_ether_addr, unsigned>> mc_macs_;  // joined MACs with their counts
+  bool mc_list_refused_ = false;  // the PMD refused a list once: allmulticast from then on
+  bool mc_allmulti_on_ = false;   // dpfab turned allmulticast on (and turns it off)
+  McFilter mc_filter_ = McFilter::kNone;
 };
 
 /// Opens every configured port once per process (thread-safe; later calls return the first

@@ -13,6 +13,8 @@
 #include <map>
 #include <mutex>
 
+#include "wire/multicast.h"
+
 namespace dpfab::progress {
 namespace {
 
@@ -117,6 +119,7 @@ PortEngine::Handled PortEngine::handle(rte_mbuf* m) noexcept {
   wire::Frame f;
   switch (wire::decode_mbuf(m, &f, decode_)) {
     case wire::Verdict::kData: {
+      if (unlikely(wire::is_multicast_ipv4(f.dst_ip_be))) return deliver_group(f, m);
       proto::Receiver* r = demux_[rte_be_to_cpu_16(f.dst_port_be)].load(std::memory_order_acquire);
       if (!r) {
         stats_.no_listener.fetch_add(1, std::memory_order_relaxed);
@@ -223,6 +226,54 @@ void PortEngine::announce() noexcept {
   uint8_t frame[wire::kMinFrameLen];
   wire::Local local{port_->info().mac, ipv4_be_};
   if (size_t len = wire::build_gratuitous_arp(frame, local)) send_raw(frame, len);
+}
+
+// ---- multicast ----------------------------------------------------------------------------
+
+int PortEngine::join_group(uint32_t group_be, uint16_t udp_port_be, proto::Receiver* r) noexcept {
+  if (!wire::is_multicast_ipv4(group_be)) return -FI_EINVAL;
+  if (int rc = groups_.add(group_be, udp_port_be, r); rc != 0) return rc;
+  if (int rc = port_->join_multicast(wire::multicast_mac(group_be)); rc != 0) {
+    // Undo the membership only: the MAC was not counted (leave_group would uncount it).
+    (void)groups_.remove(group_be, udp_port_be, r);
+    while (rx_busy_.load(std::memory_order_seq_cst)) rx_wait();
+    return rc;
+  }
+  if (groups_.members_of(group_be) == 1) {  // the port's first member: tell snooping switches
+    uint8_t frame[wire::kMinFrameLen];
+    wire::Local local{port_->info().mac, ipv4_be_};
+    if (size_t len = wire::build_igmp_v2(frame, local, wire::IgmpType::kReportV2, group_be))
+      send_raw(frame, len);
+  }
+  return 0;
+}
+
+void PortEngine::leave_group(uint32_t group_be, uint16_t udp_port_be, proto::Receiver* r) noexcept {
+  if (groups_.remove(group_be, udp_port_be, r) != 0) return;
+  // A poll step that read the membership holds rx_busy_ until it is done delivering (as unbind).
+  while (rx_busy_.load(std::memory_order_seq_cst)) rx_wait();
+  port_->leave_multicast(wire::multicast_mac(group_be));
+  if (groups_.members_of(group_be) == 0) {
+    uint8_t frame[wire::kMinFrameLen];
+    wire::Local local{port_->info().mac, ipv4_be_};
+    if (size_t len = wire::build_igmp_v2(frame, local, wire::IgmpType::kLeave, group_be))
+      send_raw(frame, len);
+  }
+}
+
+// A group frame: one reference of `m` per member, each member keeps or releases its own; the
+// caller releases the reference it holds (so the result is never kKept).
+PortEngine::Handled PortEngine::deliver_group(const wire::Frame& f, rte_mbuf* m) noexcept {
+  size_t n = groups_.for_each_member(f.dst_ip_be, f.dst_port_be, [&](proto::Receiver* r) {
+    for (rte_mbuf* seg = m; seg; seg = seg->next) rte_mbuf_refcnt_update(seg, 1);
+    if (!r->deliver(f, m)) rte_pktmbuf_free(m);  // drops the member's reference only
+  });
+  if (n == 0) {
+    group_stats_.no_member.fetch_add(1, std::memory_order_relaxed);
+    return Handled::kFree;
+  }
+  group_stats_.delivered.fetch_add(n, std::memory_order_relaxed);
+  return Handled::kDelivered;
 }
 
 }  // namespace dpfab::progress

@@ -18,6 +18,7 @@
 #include "common/result.h"
 #include "port/port.h"
 #include "proto/endpoint.h"
+#include "proto/groups.h"
 #include "wire/arp.h"
 #include "wire/decoder.h"
 #include "wire/neighbour.h"
@@ -72,6 +73,19 @@ class PortEngine final : public proto::Link {
   /// Sends a gratuitous ARP (at start, so that peers and switches learn us).
   void announce() noexcept;
 
+  // ---- multicast (fi_join) ----
+  /// Makes `r` a member of IPv4 group `group_be` on UDP port `udp_port_be` (both network order):
+  /// group frames to that group and port are delivered to it (a copy to each member). Lets the
+  /// group's MAC in through the port's filter (port::Port::join_multicast) and, for the port's
+  /// first member of the group, sends an IGMPv2 membership report. Control path, any thread.
+  /// @return 0; -FI_EINVAL when `group_be` is not multicast; -FI_EALREADY when `r` is a member
+  ///         already; -FI_ENOSPC beyond proto::GroupTable::kMaxMembers; Port::join_multicast's.
+  int join_group(uint32_t group_be, uint16_t udp_port_be, proto::Receiver* r) noexcept;
+  /// Ends a membership made by join_group (the last one of the group on this port sends an IGMPv2
+  /// leave). On return no poll step is delivering to `r` for it. Control path, any thread.
+  void leave_group(uint32_t group_be, uint16_t udp_port_be, proto::Receiver* r) noexcept;
+  const proto::GroupStats& group_stats() const noexcept { return group_stats_; }
+
   const wire::DecodeStats& decode_stats() const noexcept { return decode_; }
   const wire::ArpStats& arp_stats() const noexcept { return arp_stats_; }
   const EngineStats& stats() const noexcept { return stats_; }
@@ -83,6 +97,8 @@ class PortEngine final : public proto::Link {
   static int64_t now_ns() noexcept;
   enum class Handled { kFree, kDelivered, kKept };  // kKept: a receiver holds the mbuf
   Handled handle(rte_mbuf* m) noexcept;
+  // RX owner: a copy of a group frame to each member.
+  Handled deliver_group(const wire::Frame& f, rte_mbuf* m) noexcept;
   size_t drain_backlogs() noexcept;  // RX owner
   void send_raw(const uint8_t* frame, size_t len) noexcept;
   void tick_neighbours() noexcept;  // RX owner: retries and new resolutions
@@ -105,6 +121,8 @@ class PortEngine final : public proto::Link {
   std::atomic<proto::Receiver*> receivers_[kMaxReceivers] = {};
   std::atomic<size_t> receivers_used_{0};  // slots ever used: the backlog pass scans only these
   EngineStats stats_;
+  proto::GroupTable groups_;  // multicast memberships (join_group)
+  proto::GroupStats group_stats_;
 };
 
 }  // namespace dpfab::progress

@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "common/strings.h"
 #include "wait/deadline.h"
+#include "wire/multicast.h"
 
 namespace dpfab::proto {
 namespace {
@@ -362,6 +363,15 @@ int AddressVector::insert_batch(std::vector<Candidate>& cands, fi_addr_t* out, u
   if (!async_ && (flags & FI_SYNC_ERR)) {
     if (!context) return -FI_EINVAL;
     sync_err = static_cast<int*>(context);
+  }
+  // IPv4 groups need no resolution: their MAC is the group's (RFC 1112 6.4); another is an error.
+  for (Candidate& c : cands) {
+    if (c.err || !wire::is_multicast_ipv4(c.addr.ipv4_be)) continue;
+    const rte_ether_addr group_mac = wire::multicast_mac(c.addr.ipv4_be);
+    if (mac_is_zero(c.addr.mac))
+      std::memcpy(c.addr.mac, group_mac.addr_bytes, sizeof(c.addr.mac));
+    else if (std::memcmp(c.addr.mac, group_mac.addr_bytes, sizeof(c.addr.mac)) != 0)
+      c.err = FI_EINVAL;
   }
   const size_t n = cands.size();
   std::vector<Item> items;

@@ -6,6 +6,7 @@
 #include <rte_mbuf.h>
 
 #include "wire/checksum.h"
+#include "wire/multicast.h"
 
 namespace dpfab::wire {
 
@@ -31,6 +32,8 @@ constexpr const char* kVerdictNames[] = {
     "header-flags",
     "payload-length",
     "segmented-header",
+    "ip-source",
+    "ip-destination",
 };
 static_assert(std::size(kVerdictNames) == static_cast<size_t>(Verdict::kCount));
 
@@ -81,6 +84,22 @@ inline Verdict decode_core(const uint8_t* p, size_t head_len, size_t frame_len, 
   if (unlikely((load_be16(ip + 6) & (RTE_IPV4_HDR_MF_FLAG | RTE_IPV4_HDR_OFFSET_MASK)) != 0))
     return Verdict::kIpFragment;
   if (unlikely(ip[9] != kIpProtoUdp)) return Verdict::kIpProtocol;
+
+  // Addresses: a group frame is exactly one whose IPv4 destination is a group, sent to that
+  // group's MAC; nobody sends from a group address.
+  {
+    rte_ether_addr dst_mac, src_mac;
+    std::memcpy(&dst_mac, p, RTE_ETHER_ADDR_LEN);
+    std::memcpy(&src_mac, p + 6, RTE_ETHER_ADDR_LEN);
+    const uint32_t src_ip = load_raw32(ip + 12);
+    if (unlikely(is_group_mac(src_mac) || is_multicast_ipv4(src_ip) || is_broadcast_ipv4(src_ip)))
+      return Verdict::kIpSource;
+    const uint32_t dst_ip = load_raw32(ip + 16);
+    if (unlikely(is_group_mac(dst_mac)) || unlikely(is_multicast_ipv4(dst_ip))) {
+      if (!is_multicast_ipv4(dst_ip) || !is_multicast_mac_of(dst_mac, dst_ip))
+        return Verdict::kIpDestination;
+    }
+  }
 
   // UDP.
   const size_t l4_off = kEthHdrLen + ihl;

@@ -11,11 +11,18 @@
 //             header checksum valid, unless the NIC verified it (RxChecksum); total length
 //             within the frame (Ethernet padding after it is ignored) and >= IHL*4 + 8 + 32;
 //             not a fragment (MF set or offset != 0: we never send fragments); protocol UDP.
+//   addresses source MAC not a group address, source IPv4 neither multicast nor broadcast;
+//             destination IPv4 multicast (224.0.0.0/4) exactly when the destination MAC is a
+//             group address, and then that MAC is the group's (01:00:5e + low 23 bits, see
+//             multicast.h): a group frame with a unicast MAC, a unicast datagram in a
+//             multicast or broadcast frame (RFC 1122 3.3.6) and a group MAC of another group
+//             are rejected.
 //   UDP       length == IPv4 total length - IHL*4; checksum valid when non-zero, unless the NIC
 //             verified it (a zero checksum means "none" in IPv4 and is accepted).
 //   dpfab     version == kVersion; type_accepted(type); no flag outside kKnownFlags;
 //             payload_len == UDP length - 8 - 32.
-// What the decoder does not check: destination MAC/IP/port (the caller demultiplexes on them),
+// What the decoder does not check: whether a unicast destination MAC/IP or any destination port is
+// ours (the caller demultiplexes on them; a multicast frame's group is a member check there too),
 // TTL, DSCP/ECN, the DF bit, the IPv4 identification.
 //
 // Cost: no allocation, no exception, no lock; one pass over the headers plus the software
@@ -57,6 +64,9 @@ enum class Verdict : uint8_t {
   kHeaderFlags,      ///< dpfab flag bits outside kKnownFlags
   kPayloadLength,    ///< dpfab payload_len != UDP length - 8 - 32
   kSegmentedHeader,  ///< mbuf: the headers do not all lie in the first segment
+  kIpSource,         ///< source MAC a group address, or source IPv4 multicast or broadcast
+  kIpDestination,    ///< destination IPv4 and MAC disagree: multicast IPv4 without its group MAC,
+                     ///< or a group (multicast/broadcast) MAC with a non-multicast IPv4
   kCount
 };
 inline constexpr Verdict kFirstReject = Verdict::kEthTruncated;

@@ -18,6 +18,8 @@ BCAST = b"\xff" * 6
 IP1 = bytes([10, 0, 0, 1])
 IP2 = bytes([10, 0, 0, 2])  # the ARP target's own address
 IP3 = bytes([10, 0, 0, 3])
+GROUP = bytes([239, 1, 2, 3])
+GROUP_MAC = bytes.fromhex("01005e010203")  # RFC 1112 6.4: 01:00:5e + the group's low 23 bits
 
 
 def csum(b):
@@ -31,12 +33,13 @@ def csum(b):
 
 def frame(payload=b"hello dpfab!", *, version=1, typ=1, flags=1, plen=None, udp_len=None,
           ip_total=None, ip_vhl=0x45, options=b"", frag=0x4000, proto=17, ip_ck=None,
-          udp_ck=None, ethertype=0x0800, pad=b"", cq_data=0x1122334455667788):
+          udp_ck=None, ethertype=0x0800, pad=b"", cq_data=0x1122334455667788, src_ip=IP1,
+          dst_ip=IP2, src_mac=MAC1, dst_mac=MAC2):
     hdr = struct.pack("!BBHHHIIIIQ", version, typ, flags, 3, 7,
                       len(payload) if plen is None else plen, 1, 2, 3, cq_data)
     ulen = 8 + len(hdr) + len(payload) if udp_len is None else udp_len
     body = hdr + payload
-    ph = IP1 + IP2 + struct.pack("!BBH", 0, 17, ulen)
+    ph = src_ip + dst_ip + struct.pack("!BBH", 0, 17, ulen)
     u = struct.pack("!HHHH", 9228, 9229, ulen, 0)
     if udp_ck is None:
         c = csum(ph + u + body)
@@ -44,12 +47,12 @@ def frame(payload=b"hello dpfab!", *, version=1, typ=1, flags=1, plen=None, udp_
     u = struct.pack("!HHHH", 9228, 9229, ulen, udp_ck)
     ihl = 20 + len(options)
     total = ihl + 8 + len(body) if ip_total is None else ip_total
-    ip = struct.pack("!BBHHHBBH4s4s", ip_vhl, 0, total, 0x1234, frag, 64, proto, 0, IP1, IP2)
+    ip = struct.pack("!BBHHHBBH4s4s", ip_vhl, 0, total, 0x1234, frag, 64, proto, 0, src_ip, dst_ip)
     ip += options
     if ip_ck is None:
         ip_ck = csum(ip)
     ip = ip[:10] + struct.pack("!H", ip_ck) + ip[12:]
-    return MAC2 + MAC1 + struct.pack("!H", ethertype) + ip + u + body + pad
+    return dst_mac + src_mac + struct.pack("!H", ethertype) + ip + u + body + pad
 
 
 def arp(op, sha, spa, tha, tpa, *, eth_dst=None, htype=1, ptype=0x0800, hlen=6, plen=4):
@@ -95,6 +98,18 @@ def decoder_corpus():
         "header-flags--unknown-bit": frame(flags=0x8000),
         "payload-length--plus-one": frame(plen=13),
         "payload-length--minus-one": frame(plen=11),
+        "data--multicast-group": frame(dst_ip=GROUP, dst_mac=GROUP_MAC),
+        "data--multicast-group-sharing-the-mac": frame(dst_ip=bytes([239, 129, 2, 3]),
+                                                        dst_mac=GROUP_MAC),
+        "ip-destination--group-to-unicast-mac": frame(dst_ip=GROUP),
+        "ip-destination--group-to-other-group-mac": frame(dst_ip=bytes([239, 1, 2, 4]),
+                                                           dst_mac=GROUP_MAC),
+        "ip-destination--unicast-in-group-frame": frame(dst_mac=GROUP_MAC),
+        "ip-destination--unicast-in-broadcast-frame": frame(dst_mac=BCAST),
+        "ip-destination--limited-broadcast": frame(dst_ip=b"\xff" * 4, dst_mac=BCAST),
+        "ip-source--multicast-ip": frame(src_ip=GROUP),
+        "ip-source--broadcast-ip": frame(src_ip=b"\xff" * 4),
+        "ip-source--group-mac": frame(src_mac=GROUP_MAC),
     }
     return c
 

@@ -91,7 +91,8 @@ TEST(Getinfo, HonoursCapsAndMode) {
                           {FI_TAGGED, false},
                           {FI_RMA, false},
                           {FI_ATOMIC, false},
-                          {FI_MSG | FI_MULTICAST, false}}) {
+                          {FI_MSG | FI_MULTICAST, true},
+                          {FI_MSG | FI_COLLECTIVE, false}}) {
     auto h = dpdk_hints();
     h->caps = caps;
     h->mode = FI_CONTEXT | FI_CONTEXT2;

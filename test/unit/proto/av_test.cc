@@ -922,5 +922,56 @@ TEST(StaticResolver, SyncInsertToAnUnknownHostFailsWithinTheResolverBound) {
   EXPECT_LT(ms, 2000);
 }
 
+// ---- multicast groups
+// ----------------------------------------------------------------------------
+
+Address group_addr(const char* ip, uint16_t port) {
+  Address a;
+  in_addr in{};
+  inet_pton(AF_INET, ip, &in);
+  a.ipv4_be = in.s_addr;
+  a.udp_port_be = htons(port);
+  return a;
+}
+
+TEST(AvMulticast, AGroupAddressWithoutMacGetsTheGroupMacWithoutResolution) {
+  FakeResolver r;  // never resolves anything: a group must not need it
+  AddressVector av(options(AvType::kTable, false, &r, 200));
+  Address g = group_addr("239.1.2.3", 9228);
+  fi_addr_t out = FI_ADDR_NOTAVAIL;
+  ASSERT_EQ(av.insert(&g, 1, &out, 0, nullptr), 1);
+  const AvEntry* e = av.lookup(out);
+  ASSERT_NE(e, nullptr);
+  const uint8_t want[6] = {0x01, 0x00, 0x5e, 0x01, 0x02, 0x03};
+  EXPECT_EQ(0, std::memcmp(e->addr.mac, want, 6));
+  EXPECT_EQ(r.resolves(g.ipv4_be), 0);
+}
+
+TEST(AvMulticast, AGroupAddressWithAnotherMacIsInvalid) {
+  AddressVector av(options(AvType::kTable));
+  Address g = group_addr("239.1.2.3", 9228);
+  g.mac[0] = 0x02;  // a unicast MAC for a group
+  fi_addr_t out = 0;
+  int err = -1;
+  EXPECT_EQ(av.insert(&g, 1, &out, FI_SYNC_ERR, &err), 0);
+  EXPECT_EQ(out, FI_ADDR_NOTAVAIL);
+  EXPECT_EQ(err, FI_EINVAL);
+  // The group's own MAC is fine.
+  const uint8_t mac[6] = {0x01, 0x00, 0x5e, 0x01, 0x02, 0x03};
+  std::memcpy(g.mac, mac, 6);
+  EXPECT_EQ(av.insert(&g, 1, &out, 0, nullptr), 1);
+}
+
+TEST(AvMulticast, InsertsvcOfAGroupNeedsNoResolver) {
+  AddressVector av(options(AvType::kMap));  // no resolver at all
+  fi_addr_t out = FI_ADDR_NOTAVAIL;
+  ASSERT_EQ(av.insert_svc("224.0.0.251", "5353", &out, 0, nullptr), 1);
+  const AvEntry* e = av.lookup(out);
+  ASSERT_NE(e, nullptr);
+  const uint8_t want[6] = {0x01, 0x00, 0x5e, 0x00, 0x00, 0xfb};
+  EXPECT_EQ(0, std::memcmp(e->addr.mac, want, 6));
+  EXPECT_EQ(e->addr.udp_port_be, htons(5353));
+}
+
 }  // namespace
 }  // namespace dpfab::proto

@@ -18,6 +18,7 @@
 #include "wire/checksum.h"
 #include "wire/decoder.h"
 #include "wire/encoder.h"
+#include "wire/multicast.h"
 #include "wire_test_util.h"
 
 using namespace dpfab::wire;
@@ -203,6 +204,14 @@ TEST(Decoder, RoundTripsEveryFieldOverRandomValues) {
     r.dst_ip_be = static_cast<uint32_t>(rng());
     r.src_port_be = static_cast<uint16_t>(rng());
     r.dst_port_be = static_cast<uint16_t>(rng());
+    // Well-formed addresses (the decoder rejects the others): a unicast source, and a group
+    // destination exactly when the destination IPv4 is one.
+    r.src_mac.addr_bytes[0] &= 0xfe;
+    r.src_ip_be &= htonl(0x7fffffff);
+    if (is_multicast_ipv4(r.dst_ip_be))
+      r.dst_mac = multicast_mac(r.dst_ip_be);
+    else
+      r.dst_mac.addr_bytes[0] &= 0xfe;
     Header h;
     h.flags = static_cast<uint16_t>(rng() & kKnownFlags);
     h.src_ep = static_cast<uint16_t>(rng());
