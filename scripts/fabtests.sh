@@ -96,6 +96,24 @@ fi
 pair fi_dgram
 for c in spin sread fd yield; do pair fi_dgram_pingpong -c "$c" -I 1000; done
 pair fi_dgram_waitset
+# fi_mcast: the listener joins the group (-M), the sender sends to it without joining.
+mcast() {
+  local sock="$run/mcast.sock" l sc lc
+  FI_DPDK_PORTS="net_memif0,role=server,socket-abstract=no,socket=$sock" \
+    timeout 30 "$bin/fi_mcast" -p dpdk -M 239.1.2.3 >"$run/listener.log" 2>&1 &
+  l=$!
+  for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
+  sleep 0.5
+  FI_DPDK_PORTS="net_memif0,role=client,socket-abstract=no,socket=$sock" \
+    timeout 20 "$bin/fi_mcast" -p dpdk 239.1.2.3 >"$run/sender.log" 2>&1
+  sc=$?
+  wait "$l"
+  lc=$?
+  [ "$sc" -eq 0 ] && [ "$lc" -eq 0 ] && grep -q "Data check OK" "$run/listener.log"
+  report "fi_mcast 239.1.2.3" $? "$run/listener.log" "$run/sender.log"
+  rm -f "$sock"
+}
+mcast
 # fi_poll asks for FI_EP_RDM: the core's ofi_rxd over dpdk's DGRAM.
 for t in queue counter; do pair fi_poll -t "$t"; done
 
