@@ -120,6 +120,11 @@ PortEngine::Handled PortEngine::handle(rte_mbuf* m) noexcept {
   switch (wire::decode_mbuf(m, &f, decode_)) {
     case wire::Verdict::kData: {
       if (unlikely(wire::is_multicast_ipv4(f.dst_ip_be))) return deliver_group(f, m);
+      if (unlikely(f.dst_ip_be != ipv4_be_ ||
+                   !rte_is_same_ether_addr(&f.dst_mac, &port_->info().mac))) {
+        stats_.not_ours.fetch_add(1, std::memory_order_relaxed);
+        return Handled::kFree;
+      }
       proto::Receiver* r = demux_[rte_be_to_cpu_16(f.dst_port_be)].load(std::memory_order_acquire);
       if (!r) {
         stats_.no_listener.fetch_add(1, std::memory_order_relaxed);

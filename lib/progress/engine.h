@@ -28,8 +28,11 @@ namespace dpfab::progress {
 struct EngineStats {
   std::atomic<uint64_t> rx_frames{0}, tx_frames{0}, tx_full{0};
   std::atomic<uint64_t> no_listener{0};  ///< data frames for a UDP port nobody bound
-  std::atomic<uint64_t> arp{0};          ///< ARP frames handled
-  std::atomic<uint64_t> arp_sent{0};     ///< requests, replies and announcements sent
+  /// Unicast data frames for another host: a destination IPv4 or MAC not the port's (a bridge
+  /// floods frames to unknown MACs; af_packet sees what the kernel interface sees).
+  std::atomic<uint64_t> not_ours{0};
+  std::atomic<uint64_t> arp{0};       ///< ARP frames handled
+  std::atomic<uint64_t> arp_sent{0};  ///< requests, replies and announcements sent
 };
 
 class PortEngine final : public proto::Link {

@@ -205,3 +205,29 @@ TEST(McastLib, AGroupFrameWithAUnicastMacIsRejectedAndCounted) {
   EXPECT_EQ(member.ep->stats().rx_frames.load(), 0u);
   engine()->leave_group(g, p, member.ep.get());
 }
+
+// Unicast: only frames for the port's own IPv4 and MAC reach an endpoint; frames for another host
+// on the same segment (flooded by a bridge, seen by af_packet) are counted and dropped.
+TEST(EngineLib, UnicastFramesForAnotherHostAreCountedAndNotDelivered) {
+  Member sender, receiver;
+  char buf[4] = {};
+  iovec iov{buf, sizeof(buf)};
+  proto::Destination d;
+  d.mac = engine()->mac();
+  d.ipv4_be = engine()->ipv4_be();
+  d.udp_port_be = receiver.port;
+  const uint64_t before = engine()->stats().not_ours.load();
+  proto::Destination other_ip = d;
+  other_ip.ipv4_be = ipv4("192.0.2.77");
+  proto::Destination other_mac = d;
+  other_mac.mac.addr_bytes[5] ^= 0x55;
+  ASSERT_EQ(sender.ep->send(&iov, 1, other_ip, nullptr, 0, false, 0, false), 0);
+  ASSERT_EQ(sender.ep->send(&iov, 1, other_mac, nullptr, 0, false, 0, false), 0);
+  EXPECT_TRUE(progress_until([&] { return engine()->stats().not_ours.load() == before + 2; }));
+  settle();
+  EXPECT_EQ(receiver.ep->stats().rx_frames.load(), 0u);
+  // The same datagram for us is delivered (held in the endpoint's backlog: no receive posted).
+  ASSERT_EQ(sender.ep->send(&iov, 1, d, nullptr, 0, false, 0, false), 0);
+  EXPECT_TRUE(progress_until([&] { return receiver.ep->stats().rx_frames.load() == 1; }));
+  EXPECT_EQ(engine()->stats().not_ours.load(), before + 2);
+}

@@ -9,6 +9,7 @@
 #include <rdma/fi_errno.h>
 
 #include <atomic>
+#include <chrono>
 #include <set>
 #include <thread>
 #include <vector>
@@ -93,7 +94,11 @@ TEST(GroupTable, AReaderNeverSeesAMemberOfAnotherGroupWhileSlotsAreReused) {
       });
     }
   });
-  for (int i = 0; i < 20000; ++i) {
+  // At least 20000 rounds, and on until the reader has looked 1000 times (it may start late on
+  // a busy machine), within 10 s.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (int i = 0; i < 20000 || (seen.load() < 1000 && std::chrono::steady_clock::now() < until);
+       ++i) {
     ASSERT_EQ(t->add(other, htons(5), &theirs), 0);
     ASSERT_EQ(t->remove(other, htons(5), &theirs), 0);
   }
