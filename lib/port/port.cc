@@ -89,6 +89,23 @@ UniqueFd take_memif_server_lock(const std::string& memif_socket) {
   return fd;
 }
 
+// A memif server on a file socket cannot start while the file exists, and a server that died
+// leaves it behind. Removes `path` when it is a socket nobody accepts on (connect is refused);
+// a live server's socket (ours or another program's) is left alone.
+void remove_stale_memif_socket(const std::string& path) {
+  UniqueFd fd(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!fd.valid() || path.size() >= sizeof(sockaddr_un::sun_path)) return;
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::memcpy(sa.sun_path, path.data(), path.size());
+  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 &&
+      errno == ECONNREFUSED) {
+    DPFAB_INFO(FI_LOG_CORE, "memif: removing the stale socket %s (nobody listens on it)",
+               path.c_str());
+    unlink(path.c_str());
+  }
+}
+
 // Creates a vdev. memif gets two conveniences: role=auto (above), and a random locally
 // administered MAC when none is given, so two processes on one box do not share memif's fixed
 // default MAC.
@@ -111,6 +128,10 @@ Result<std::string> create_vdev(const std::string& spec, UniqueFd* role_lock) {
       // else can hold the lock).
       if (server && get_arg(args, "socket-abstract") == "no") unlink(sock.c_str());
       args = set_arg(args, "role", server ? "server" : "client");
+    }
+    if (get_arg(args, "role") == "server" && get_arg(args, "socket-abstract") == "no") {
+      std::string sock = get_arg(args, "socket");
+      remove_stale_memif_socket(sock.empty() ? "/run/memif.sock" : sock);
     }
   }
   // rte_dev_probe finds the vdev bus from the driver name; no link to the vdev bus library.
@@ -322,6 +343,20 @@ void Port::refresh_link() noexcept {
   }
 }
 
+bool Port::link_up_now() const noexcept {
+  rte_eth_link link{};
+  return rte_eth_link_get_nowait(info_.port_id, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
+}
+
+int Port::restart() noexcept {
+  if (!started_) return -EINVAL;
+  rte_eth_dev_stop(info_.port_id);
+  int ret = rte_eth_dev_start(info_.port_id);
+  if (ret != 0)  // a memif client with no server yet: the next restart tries again
+    DPFAB_DBG(FI_LOG_CORE, "port %s: restart: %s", info_.name.c_str(), err_text(ret).c_str());
+  return ret;
+}
+
 Result<std::unique_ptr<Port>> Port::open(const std::string& spec,
                                          const std::optional<config::Ipv4Prefix>& ipv4,
                                          const config::Config& cfg) {
@@ -345,6 +380,8 @@ Result<std::unique_ptr<Port>> Port::open(const std::string& spec,
     if (!made) return made.error();
     in.spec = *made;
     in.created = true;
+    in.reconnect_by_restart =
+        name.rfind("net_memif", 0) == 0 && get_arg(split_spec(*made).second, "role") == "client";
     if (rte_eth_dev_get_port_by_name(name.c_str(), &port_id) != 0)
       return make_error(-FI_ENODEV, "port '" + spec + "': created, but no ethdev port appeared");
   }

@@ -62,6 +62,9 @@ struct Info {
   uint64_t rx_offloads = 0, tx_offloads = 0;  ///< capabilities
   RxInterrupt rx_interrupt = RxInterrupt::kNone;
   bool created = false;  ///< dpfab created the device (false: the application had it)
+  /// A memif client: DPDK 22.11's memif connects only at device start, so when its server goes
+  /// away the port must be restarted to reach the next one (Port::restart).
+  bool reconnect_by_restart = false;
 };
 
 class Port {
@@ -74,6 +77,11 @@ class Port {
   rte_mempool* mempool() const noexcept { return pool_; }
   /// Re-reads the link state without waiting.
   void refresh_link() noexcept;
+  /// Whether the link is up now (rte_eth_link_get_nowait; cheap on virtual devices). Any thread.
+  bool link_up_now() const noexcept;
+  /// Stops and starts a port dpfab created (a memif client then connects again). The caller
+  /// must own both queues: no rx or tx burst may run meanwhile. @return 0 or a negative errno.
+  int restart() noexcept;
 
   /// Lets frames to group MAC `mac` in (a joined IPv4 group, wire::multicast_mac). Counted per
   /// MAC across all users of the port: the MAC stays in the filter until every join is matched by

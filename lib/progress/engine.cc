@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 
+#include "common/log.h"
 #include "wire/multicast.h"
 
 namespace dpfab::progress {
@@ -111,7 +112,18 @@ uint16_t PortEngine::transmit(rte_mbuf** frames, uint16_t n) noexcept {
   uint16_t sent = rte_eth_tx_burst(port_id_, 0, frames, n);
   tx_lock_.store(false, std::memory_order_release);
   stats_.tx_frames.fetch_add(sent, std::memory_order_relaxed);
-  if (sent != n) stats_.tx_full.fetch_add(1, std::memory_order_relaxed);
+  if (sent != n) {
+    // A full queue on a live link is back-pressure (the caller sees -FI_EAGAIN); on a dead link
+    // (a memif whose peer died) it would be back-pressure for ever: the frames are dropped.
+    if (unlikely(!port_->link_up_now())) {
+      rte_pktmbuf_free_bulk(frames + sent, n - sent);
+      stats_.tx_link_down.fetch_add(n - sent, std::memory_order_relaxed);
+      DPFAB_WARN_ONCE(FI_LOG_EP_DATA, "port %s: link down, datagrams are dropped",
+                      port_->info().name.c_str());
+      return n;
+    }
+    stats_.tx_full.fetch_add(1, std::memory_order_relaxed);
+  }
   return sent;
 }
 
@@ -171,8 +183,10 @@ size_t PortEngine::progress() noexcept {
     delivered += h == Handled::kDelivered;
     if (h != Handled::kKept) pkts[to_free++] = pkts[i];
   }
-  if ((++polls_ & 255) == 0 || (n == 0 && neigh_pending_.load(std::memory_order_relaxed)))
+  if ((++polls_ & 255) == 0 || (n == 0 && neigh_pending_.load(std::memory_order_relaxed))) {
     tick_neighbours();
+    check_link();
+  }
   rx_busy_.store(false, std::memory_order_release);
   if (n) {
     rte_pktmbuf_free_bulk(pkts, to_free);
@@ -200,6 +214,21 @@ void PortEngine::send_raw(const uint8_t* frame, size_t len) noexcept {
     rte_pktmbuf_free(m);
   else
     stats_.arp_sent.fetch_add(1, std::memory_order_relaxed);
+}
+
+void PortEngine::check_link() noexcept {
+  if (!port_->info().reconnect_by_restart) return;
+  const int64_t now = now_ns();
+  if (now < next_link_check_ns_) return;
+  next_link_check_ns_ = now + 1'000'000'000;  // at most once a second
+  if (port_->link_up_now()) return;
+  // The RX side is ours (RX owner); take the TX side too, then restart: a memif client connects
+  // at start only. Frames queued in the meantime are dropped by transmit() (link down).
+  while (tx_lock_.exchange(true, std::memory_order_acquire))
+    while (tx_lock_.load(std::memory_order_relaxed)) rte_pause();
+  port_->restart();
+  tx_lock_.store(false, std::memory_order_release);
+  stats_.restarts.fetch_add(1, std::memory_order_relaxed);
 }
 
 void PortEngine::tick_neighbours() noexcept {

@@ -31,6 +31,10 @@ struct EngineStats {
   /// Unicast data frames for another host: a destination IPv4 or MAC not the port's (a bridge
   /// floods frames to unknown MACs; af_packet sees what the kernel interface sees).
   std::atomic<uint64_t> not_ours{0};
+  /// Frames dropped because the link was down when the TX queue refused them (a dead memif
+  /// peer): the send completes, the datagram is lost, as on a wire nobody listens to.
+  std::atomic<uint64_t> tx_link_down{0};
+  std::atomic<uint64_t> restarts{0};  ///< port restarts to reconnect (memif clients)
   std::atomic<uint64_t> arp{0};       ///< ARP frames handled
   std::atomic<uint64_t> arp_sent{0};  ///< requests, replies and announcements sent
 };
@@ -105,6 +109,7 @@ class PortEngine final : public proto::Link {
   size_t drain_backlogs() noexcept;  // RX owner
   void send_raw(const uint8_t* frame, size_t len) noexcept;
   void tick_neighbours() noexcept;  // RX owner: retries and new resolutions
+  void check_link() noexcept;       // RX owner: reconnects a memif client whose link is down
 
   port::Port* port_;
   uint16_t port_id_;
@@ -116,6 +121,7 @@ class PortEngine final : public proto::Link {
   wire::NeighbourTable neigh_;              // written by the RX owner only (the *_st calls)
   wire::ArpStats arp_stats_;                // written by the RX owner only
   uint32_t polls_ = 0;                      // RX owner: neighbour timers run every few polls
+  int64_t next_link_check_ns_ = 0;          // RX owner
   std::atomic<bool> neigh_pending_{false};  // a resolution is under way: tick on idle polls
   std::unique_ptr<std::atomic<proto::Receiver*>[]> demux_;  // indexed by UDP port (host order)
   // Bound receivers, for the backlog pass of every poll step (control path writes, RX owner
