@@ -113,14 +113,23 @@ uint16_t PortEngine::transmit(rte_mbuf** frames, uint16_t n) noexcept {
   tx_lock_.store(false, std::memory_order_release);
   stats_.tx_frames.fetch_add(sent, std::memory_order_relaxed);
   if (sent != n) {
-    // A full queue on a live link is back-pressure (the caller sees -FI_EAGAIN); on a dead link
-    // (a memif whose peer died) it would be back-pressure for ever: the frames are dropped.
+    // A full queue on a live link is back-pressure (the caller sees -FI_EAGAIN), and so is a link
+    // that is not up yet (a memif just connecting). A link down for longer than kLinkGraceNs (a
+    // memif whose peer died) would be back-pressure for ever: its frames are dropped.
     if (unlikely(!port_->link_up_now())) {
-      rte_pktmbuf_free_bulk(frames + sent, n - sent);
-      stats_.tx_link_down.fetch_add(n - sent, std::memory_order_relaxed);
-      DPFAB_WARN_ONCE(FI_LOG_EP_DATA, "port %s: link down, datagrams are dropped",
-                      port_->info().name.c_str());
-      return n;
+      const int64_t now = now_ns();
+      int64_t since = 0;
+      // The first to see it down starts the clock; `since` is then 0 (just started) or the start.
+      link_down_since_ns_.compare_exchange_strong(since, now, std::memory_order_relaxed);
+      if (since != 0 && now - since > kLinkGraceNs) {
+        rte_pktmbuf_free_bulk(frames + sent, n - sent);
+        stats_.tx_link_down.fetch_add(n - sent, std::memory_order_relaxed);
+        DPFAB_WARN_ONCE(FI_LOG_EP_DATA, "port %s: link down, datagrams are dropped",
+                        port_->info().name.c_str());
+        return n;
+      }
+    } else {
+      link_down_since_ns_.store(0, std::memory_order_relaxed);
     }
     stats_.tx_full.fetch_add(1, std::memory_order_relaxed);
   }

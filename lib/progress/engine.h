@@ -31,8 +31,9 @@ struct EngineStats {
   /// Unicast data frames for another host: a destination IPv4 or MAC not the port's (a bridge
   /// floods frames to unknown MACs; af_packet sees what the kernel interface sees).
   std::atomic<uint64_t> not_ours{0};
-  /// Frames dropped because the link was down when the TX queue refused them (a dead memif
-  /// peer): the send completes, the datagram is lost, as on a wire nobody listens to.
+  /// Frames dropped because the link had been down for over a second when the TX queue refused
+  /// them (a dead memif peer): the send completes, the datagram is lost, as on a wire nobody
+  /// listens to. Before that second the sender gets -FI_EAGAIN (a link coming up).
   std::atomic<uint64_t> tx_link_down{0};
   std::atomic<uint64_t> restarts{0};  ///< port restarts to reconnect (memif clients)
   std::atomic<uint64_t> arp{0};       ///< ARP frames handled
@@ -117,11 +118,14 @@ class PortEngine final : public proto::Link {
   wire::TxChecksumCaps tx_caps_;
   alignas(64) std::atomic<bool> tx_lock_{false};
   alignas(64) std::atomic<bool> rx_busy_{false};
-  wire::DecodeStats decode_;                // written by the RX owner only
-  wire::NeighbourTable neigh_;              // written by the RX owner only (the *_st calls)
-  wire::ArpStats arp_stats_;                // written by the RX owner only
-  uint32_t polls_ = 0;                      // RX owner: neighbour timers run every few polls
-  int64_t next_link_check_ns_ = 0;          // RX owner
+  wire::DecodeStats decode_;        // written by the RX owner only
+  wire::NeighbourTable neigh_;      // written by the RX owner only (the *_st calls)
+  wire::ArpStats arp_stats_;        // written by the RX owner only
+  uint32_t polls_ = 0;              // RX owner: neighbour timers run every few polls
+  int64_t next_link_check_ns_ = 0;  // RX owner
+  /// When transmit() first found the link down (0: up). Any thread; races only move it a little.
+  std::atomic<int64_t> link_down_since_ns_{0};
+  static constexpr int64_t kLinkGraceNs = 1'000'000'000;
   std::atomic<bool> neigh_pending_{false};  // a resolution is under way: tick on idle polls
   std::unique_ptr<std::atomic<proto::Receiver*>[]> demux_;  // indexed by UDP port (host order)
   // Bound receivers, for the backlog pass of every poll step (control path writes, RX owner
