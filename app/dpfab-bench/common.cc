@@ -16,14 +16,12 @@ std::optional<Workload> parse_workload(std::string_view name) {
 }
 
 void to_json(json& j, const Options& o) {
-  j = json{{"providers", o.providers}, {"modes", o.modes},
-           {"workloads", o.workloads}, {"ep_types", o.ep_types},
-           {"sizes", o.sizes},         {"iterations", o.iterations},
-           {"duration_s", o.duration_s}, {"warmup", o.warmup},
-           {"window", o.window},       {"gap_us", o.gap_us},
-           {"timeout_ms", o.timeout_ms}, {"max_lost", o.max_lost},
-           {"iface", o.iface},         {"layered", o.layered},
-           {"dpdk_ports", o.dpdk_ports}};
+  j = json{
+      {"providers", o.providers},   {"modes", o.modes},           {"workloads", o.workloads},
+      {"ep_types", o.ep_types},     {"sizes", o.sizes},           {"iterations", o.iterations},
+      {"duration_s", o.duration_s}, {"warmup", o.warmup},         {"window", o.window},
+      {"gap_us", o.gap_us},         {"timeout_ms", o.timeout_ms}, {"max_lost", o.max_lost},
+      {"iface", o.iface},           {"layered", o.layered},       {"dpdk_ports", o.dpdk_ports}};
 }
 
 void from_json(const json& j, Options& o) {
@@ -56,11 +54,9 @@ Usage Usage::now() {
 }
 
 json side_json(const SideFigures& s) {
-  return json{{"cpu_user_s", s.usage.user_s},
-              {"cpu_sys_s", s.usage.sys_s},
-              {"vcsw", s.usage.vcsw},
-              {"ivcsw", s.usage.ivcsw},
-              {"wakeups", s.wakeups}};
+  return json{{"cpu_user_s", s.usage.user_s}, {"cpu_sys_s", s.usage.sys_s},
+              {"vcsw", s.usage.vcsw},         {"ivcsw", s.usage.ivcsw},
+              {"wakeups", s.wakeups},         {"missed_wakeups", s.missed_wakeups}};
 }
 
 std::string to_hex(const void* data, size_t len) {

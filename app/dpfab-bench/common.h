@@ -29,8 +29,7 @@ inline constexpr std::array<std::string_view, 9> kModeNames = {
 
 /// What the two processes do with each other.
 enum class Workload { kPingpong, kStream, kWakeup };
-inline constexpr std::array<std::string_view, 3> kWorkloadNames = {"pingpong", "stream",
-                                                                    "wakeup"};
+inline constexpr std::array<std::string_view, 3> kWorkloadNames = {"pingpong", "stream", "wakeup"};
 
 inline constexpr std::array<std::string_view, 3> kEpTypeNames = {"dgram", "rdm", "msg"};
 
@@ -108,6 +107,7 @@ struct Usage {
 struct SideFigures {
   Usage usage;
   uint64_t wakeups = 0;
+  uint64_t missed_wakeups = 0;
 };
 json side_json(const SideFigures& s);
 

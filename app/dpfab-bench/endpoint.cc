@@ -3,9 +3,9 @@
 
 #include <poll.h>
 #include <rdma/fi_errno.h>
-#include "fi_ext_dpdk.h"  // <rdma/fi_ext_dpdk.h> when installed
 #include <sys/epoll.h>
 #include <unistd.h>
+#include "fi_ext_dpdk.h"  // <rdma/fi_ext_dpdk.h> when installed
 
 #include <algorithm>
 #include <cerrno>
@@ -171,8 +171,8 @@ std::string Endpoint::open(const fi_info* info, Mode mode, size_t buf_size) {
   ca.wait_cond = FI_CQ_COND_NONE;
   ca.wait_set = waitset_;
   ret = fi_cq_open(domain_, &ca, &cq_, nullptr);
-  if (ret) return fi_error((std::string("fi_cq_open(") + wait_obj_name(ca.wait_obj) + ")").c_str(),
-                           ret);
+  if (ret)
+    return fi_error((std::string("fi_cq_open(") + wait_obj_name(ca.wait_obj) + ")").c_str(), ret);
 
   if (mode == Mode::kFd) {
     ret = fi_control(&cq_->fid, FI_GETWAIT, &wait_fd_);
@@ -352,6 +352,8 @@ int Endpoint::handle(const fi_cq_msg_entry* e, ssize_t n) {
 ssize_t Endpoint::read_cq() {
   fi_cq_msg_entry e[16];
   ssize_t n = fi_cq_read(cq_, e, 16);
+  if (timed_out_ && (n > 0 || n == -FI_EAVAIL)) missed_++;
+  timed_out_ = false;
   if (n > 0) return handle(e, n);
   if (n == -FI_EAGAIN) return 0;
   if (n != -FI_EAVAIL) {
@@ -362,8 +364,8 @@ ssize_t Endpoint::read_cq() {
   n = fi_cq_readerr(cq_, &err, 0);
   if (n < 0) return 0;
   if (err.err != FI_ECANCELED && error_.empty())
-    error_ = std::string("error completion: ") + fi_cq_strerror(cq_, err.prov_errno, err.err_data,
-                                                                nullptr, 0);
+    error_ = std::string("error completion: ") +
+             fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0);
   if (auto* c = static_cast<Ctx*>(err.op_context)) {
     if (c->rx)
       repost(c->slot);
@@ -388,7 +390,10 @@ int Endpoint::wait_step(int64_t deadline_ns) {
         wakeups_++;
         return handle(e, n);
       }
-      if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT) return 0;
+      if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT) {
+        timed_out_ = true;
+        return 0;
+      }
       if (n == -FI_EAVAIL) {
         wakeups_++;
         return static_cast<int>(read_cq());
@@ -414,6 +419,7 @@ int Endpoint::wait_step(int64_t deadline_ns) {
         n = poll(pollfds_.data(), pollfds_.size(), ms_until(deadline_ns));
       }
       if (n > 0) wakeups_++;
+      if (n == 0) timed_out_ = true;
       if (n < 0 && errno != EINTR) {
         if (error_.empty()) error_ = std::string("epoll_wait/poll: ") + std::strerror(errno);
         return -FI_EIO;
@@ -426,6 +432,7 @@ int Endpoint::wait_step(int64_t deadline_ns) {
         wakeups_++;
         return 0;
       }
+      if (ret == -FI_ETIMEDOUT || ret == -FI_EAGAIN) timed_out_ = true;
       if (ret == -FI_ETIMEDOUT || ret == -FI_EAGAIN || ret == -FI_EINTR) return 0;
       if (error_.empty()) error_ = fi_error("fi_wait", ret);
       return ret;
@@ -439,7 +446,9 @@ int Endpoint::wait_step(int64_t deadline_ns) {
         return ret;
       }
       pollfd p{wait_fd_, POLLIN, 0};
-      if (poll(&p, 1, ms_until(deadline_ns)) > 0) wakeups_++;
+      int pn = poll(&p, 1, ms_until(deadline_ns));
+      if (pn > 0) wakeups_++;
+      if (pn == 0) timed_out_ = true;
       return 0;
     }
   }

@@ -96,6 +96,9 @@ class Endpoint {
 
   /// Times the waiting call was entered after the CQ was found empty and returned (see README).
   uint64_t wakeups() const { return wakeups_; }
+  /// Blocking waits that ended at their timeout although a completion was ready right after:
+  /// wake-ups that the provider did not deliver (the benchmark's timeout did).
+  uint64_t missed_wakeups() const { return missed_; }
   /// The first error seen on the data path (error completions, failed waits), or "".
   const std::string& error() const { return error_; }
   /// Returns the first error seen and forgets it (so that the next case starts clean).
@@ -109,7 +112,7 @@ class Endpoint {
   };
   std::string open_ep(fi_info* info);
   std::string post_all_rx();
-  ssize_t read_cq();           // reads and handles completions; count, or negative error
+  ssize_t read_cq();  // reads and handles completions; count, or negative error
   int handle(const fi_cq_msg_entry* e, ssize_t n);
   int wait_step(int64_t deadline_ns);  // one blocking (or spinning) step of the mode
 
@@ -140,6 +143,8 @@ class Endpoint {
   std::vector<uint32_t> tx_free_;
   std::deque<Rx> rx_ready_;
   uint64_t wakeups_ = 0;
+  uint64_t missed_ = 0;
+  bool timed_out_ = false;  // the last blocking call returned at its timeout
   std::string error_;
 };
 

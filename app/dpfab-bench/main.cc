@@ -93,6 +93,12 @@ std::string stamp_now() {
   return b;
 }
 
+// The 1-minute load average (other work on the machine skews every figure; the JSON keeps it).
+double loadavg() {
+  double l[1] = {0};
+  return getloadavg(l, 1) == 1 ? l[0] : -1;
+}
+
 std::string fmt_secs(double s) {
   char b[32];
   int t = static_cast<int>(s + 0.5);
@@ -106,8 +112,7 @@ std::string fmt_secs(double s) {
 // ---- the two peer processes -------------------------------------------------------------------
 
 pid_t spawn(const std::string& exe, const std::vector<std::string>& args,
-            const std::map<std::string, std::string>& env, const std::string& log,
-            int keep_fd) {
+            const std::map<std::string, std::string>& env, const std::string& log, int keep_fd) {
   pid_t pid = fork();
   if (pid != 0) return pid;
   prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -173,10 +178,10 @@ struct Progress {
       total += planned / providers_seen * (providers_total - providers_seen);
     std::string left = "?";
     if (done > 0 && total >= done)
-      left = "~" + fmt_secs(elapsed / static_cast<double>(done) * static_cast<double>(total - done));
+      left =
+          "~" + fmt_secs(elapsed / static_cast<double>(done) * static_cast<double>(total - done));
     std::fprintf(stderr, "\r\033[K[%zu/%zu] %s | %s elapsed, %s left", done + 1,
-                 std::max(total, done + 1), what.c_str(), fmt_secs(elapsed).c_str(),
-                 left.c_str());
+                 std::max(total, done + 1), what.c_str(), fmt_secs(elapsed).c_str(), left.c_str());
     std::fflush(stderr);
   }
   void clear() {
@@ -216,8 +221,8 @@ ProviderRun run_provider(const Options& o, const std::string& provider, const st
     run.info["error"] = std::string("pipe: ") + std::strerror(errno);
     return run;
   }
-  pid_t server = spawn(exe, {"--role", "server", "--oob", oob, "--peer-config", cfg}, env, slog,
-                       -1);
+  pid_t server =
+      spawn(exe, {"--role", "server", "--oob", oob, "--peer-config", cfg}, env, slog, -1);
   pid_t client = spawn(exe,
                        {"--role", "client", "--oob", oob, "--peer-config", cfg, "--events-fd",
                         std::to_string(ev[1])},
@@ -324,13 +329,13 @@ int orchestrate(const Options& o, const std::string& out_dir, std::string name,
   utsname u{};
   uname(&u);
   uint32_t v = fi_version();
-  doc["host"] = {{"hostname", u.nodename},
-                 {"kernel", std::string(u.sysname) + " " + u.release},
-                 {"cpus", std::thread::hardware_concurrency()},
-                 {"libfabric", std::to_string(FI_MAJOR(v)) + "." + std::to_string(FI_MINOR(v))},
-                 {"FI_PROVIDER_PATH", std::getenv("FI_PROVIDER_PATH")
-                                          ? std::getenv("FI_PROVIDER_PATH")
-                                          : ""}};
+  doc["host"] = {
+      {"hostname", u.nodename},
+      {"kernel", std::string(u.sysname) + " " + u.release},
+      {"cpus", std::thread::hardware_concurrency()},
+      {"libfabric", std::to_string(FI_MAJOR(v)) + "." + std::to_string(FI_MINOR(v))},
+      {"FI_PROVIDER_PATH", std::getenv("FI_PROVIDER_PATH") ? std::getenv("FI_PROVIDER_PATH") : ""}};
+  doc["host"]["loadavg_start"] = loadavg();
   doc["options"] = o;
   doc["providers"] = json::object();
   json records = json::array();
@@ -345,6 +350,7 @@ int orchestrate(const Options& o, const std::string& out_dir, std::string name,
   progress.clear();
   rmdir(rundir.c_str());
   doc["elapsed_s"] = static_cast<double>(now_ns() - t0) * 1e-9;
+  doc["host"]["loadavg_end"] = loadavg();
   doc["records"] = records;
 
   std::vector<std::string> written;
@@ -380,9 +386,9 @@ int orchestrate(const Options& o, const std::string& out_dir, std::string name,
               unsupported, errors, fmt_secs(doc["elapsed_s"].get<double>()).c_str());
   if (!plot_error.empty()) std::printf("plot: %s\n", plot_error.c_str());
   for (const auto& w : written) {
-    const char* what = w.ends_with(".json")  ? "JSON"
-                       : w.ends_with(".csv") ? "CSV"
-                       : w.ends_with(".gp")  ? "gnuplot script"
+    const char* what = w.ends_with(".json")                   ? "JSON"
+                       : w.ends_with(".csv")                  ? "CSV"
+                       : w.ends_with(".gp")                   ? "gnuplot script"
                        : w.find("-cdf.") != std::string::npos ? "plot (latency CDF)"
                                                               : "plot (CPU vs latency)";
     std::printf("%-22s %s\n", what, w.c_str());
@@ -434,8 +440,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-lost", o.max_lost, "losses after which a case is an error")
       ->capture_default_str();
-  app.add_option("--iface", o.iface, "preferred domain of socket providers")
-      ->capture_default_str();
+  app.add_option("--iface", o.iface, "preferred domain of socket providers")->capture_default_str();
   app.add_option("--layered", o.layered,
                  "utility-provider layers accepted: none, rxm (<prov>;ofi_rxm), all")
       ->check(CLI::IsMember({"none", "rxm", "all"}))
@@ -479,8 +484,7 @@ int main(int argc, char** argv) {
     if (t != "dgram" && t != "rdm" && t != "msg")
       return std::fprintf(stderr, "dpfab-bench: unknown endpoint type %s\n", t.c_str()), 2;
   if (o.duration_s <= 0 || o.iterations == 0 || o.timeout_ms <= 0)
-    return std::fprintf(stderr, "dpfab-bench: duration, iterations and timeout must be > 0\n"),
-           2;
+    return std::fprintf(stderr, "dpfab-bench: duration, iterations and timeout must be > 0\n"), 2;
   signal(SIGPIPE, SIG_IGN);
   return orchestrate(o, out_dir, name, plot, stall_s, !no_table);
 }

@@ -14,19 +14,21 @@
 namespace dpfab::bench {
 
 const char* const kRecordFields[] = {
-    "workload",     "provider",      "prov_name",     "fabric",          "domain",
-    "ep_type",      "mode",          "size",          "status",          "error",
-    "latency_kind", "iterations",    "messages",      "lost",            "duration_s",
-    "lat_min_us",   "lat_p50_us",    "lat_p90_us",    "lat_p99_us",      "lat_p999_us",
-    "lat_max_us",   "lat_mean_us",   "msg_rate",      "bandwidth_mbps",  "cpu_user_s",
-    "cpu_sys_s",    "cpu_s",         "cpu_us_per_msg", "vcsw",           "ivcsw",
-    "wakeups",      "wakeups_per_msg", "client",      "server",          "cdf_us"};
+    "workload",       "provider",    "prov_name",    "fabric",
+    "domain",         "ep_type",     "mode",         "size",
+    "status",         "error",       "latency_kind", "iterations",
+    "messages",       "lost",        "duration_s",   "lat_min_us",
+    "lat_p50_us",     "lat_p90_us",  "lat_p99_us",   "lat_p999_us",
+    "lat_max_us",     "lat_mean_us", "msg_rate",     "bandwidth_mbps",
+    "cpu_user_s",     "cpu_sys_s",   "cpu_s",        "cpu_us_per_msg",
+    "vcsw",           "ivcsw",       "wakeups",      "wakeups_per_msg",
+    "missed_wakeups", "client",      "server",       "cdf_us"};
 const size_t kRecordFieldCount = sizeof(kRecordFields) / sizeof(kRecordFields[0]);
 
 namespace {
 
-constexpr int kOobTimeoutMs = 30'000;    // any out-of-band reply (opening a group included)
-constexpr int kConnectTimeoutMs = 5'000;  // MSG connection set-up
+constexpr int kOobTimeoutMs = 30'000;            // any out-of-band reply (opening a group included)
+constexpr int kConnectTimeoutMs = 5'000;         // MSG connection set-up
 constexpr int64_t kServerSliceNs = 100'000'000;  // server waits in slices, checking the oob
 constexpr int64_t kHandshakeNs = 5'000'000'000;  // first message of a case may take this long
 
@@ -108,13 +110,14 @@ void fill_figures(json& r, Measured& m, const json& server, uint64_t size) {
   r["bandwidth_mbps"] = msgs * static_cast<double>(size) / m.duration_s / 1e6;
   double user = m.side.usage.user_s, sys = m.side.usage.sys_s;
   int64_t vcsw = m.side.usage.vcsw, ivcsw = m.side.usage.ivcsw;
-  uint64_t wakeups = m.side.wakeups;
+  uint64_t wakeups = m.side.wakeups, missed = m.side.missed_wakeups;
   if (server.is_object()) {
     user += server.value("cpu_user_s", 0.0);
     sys += server.value("cpu_sys_s", 0.0);
     vcsw += server.value("vcsw", int64_t{0});
     ivcsw += server.value("ivcsw", int64_t{0});
     wakeups += server.value("wakeups", uint64_t{0});
+    missed += server.value("missed_wakeups", uint64_t{0});
   }
   r["cpu_user_s"] = user;
   r["cpu_sys_s"] = sys;
@@ -122,6 +125,7 @@ void fill_figures(json& r, Measured& m, const json& server, uint64_t size) {
   r["vcsw"] = vcsw;
   r["ivcsw"] = ivcsw;
   r["wakeups"] = wakeups;
+  r["missed_wakeups"] = missed;
   if (msgs > 0) {
     r["cpu_us_per_msg"] = (user + sys) * 1e6 / msgs;
     r["wakeups_per_msg"] = static_cast<double>(wakeups) / msgs;
@@ -238,11 +242,13 @@ class ClientCase {
     t_start_ = now_ns();
     u0_ = Usage::now();
     w0_ = ep_.wakeups();
+    mw0_ = ep_.missed_wakeups();
   }
   void end_window() {
     int64_t t_end = now_ns();
     m_.side.usage = Usage::now() - u0_;
     m_.side.wakeups = ep_.wakeups() - w0_;
+    m_.side.missed_wakeups = ep_.missed_wakeups() - mw0_;
     m_.duration_s = static_cast<double>(t_end - t_start_) * 1e-9;
   }
 
@@ -271,8 +277,11 @@ class ClientCase {
       nanosleep(&gap, nullptr);
     }
     int64_t t0 = now_ns();
-    Header h{p_.case_id, static_cast<uint16_t>(Op::kPing),
-             static_cast<uint16_t>(timed ? kFlagTimed : 0), seq, 0,
+    Header h{p_.case_id,
+             static_cast<uint16_t>(Op::kPing),
+             static_cast<uint16_t>(timed ? kFlagTimed : 0),
+             seq,
+             0,
              static_cast<uint64_t>(wake ? t0 : 0)};
     int r = send_msg(ep_, h, p_.size, t0 + timeout_ns());
     if (r < 0) {
@@ -314,7 +323,8 @@ class ClientCase {
   void window(uint32_t seq, uint32_t w, bool timed) {
     int64_t t0 = now_ns();
     for (uint32_t k = 0; k < w; k++) {
-      uint16_t flags = static_cast<uint16_t>((timed ? kFlagTimed : 0) | (k + 1 == w ? kFlagLast : 0));
+      uint16_t flags =
+          static_cast<uint16_t>((timed ? kFlagTimed : 0) | (k + 1 == w ? kFlagLast : 0));
       Header h{p_.case_id, static_cast<uint16_t>(Op::kData), flags, seq, k, 0};
       int r = send_msg(ep_, h, p_.size, now_ns() + timeout_ns());
       if (r < 0) {
@@ -346,7 +356,7 @@ class ClientCase {
   Measured m_;
   int64_t t_start_ = 0;
   Usage u0_;
-  uint64_t w0_ = 0;
+  uint64_t w0_ = 0, mw0_ = 0;
 };
 
 // ---- server side of a case --------------------------------------------------------------------
@@ -356,7 +366,7 @@ class ClientCase {
 json serve_case(Endpoint& ep, Oob& oob, const CaseParams& p, int timeout_ms) {
   bool timed = false, done = false;
   Usage u0;
-  uint64_t w0 = 0;
+  uint64_t w0 = 0, mw0 = 0;
   std::string error;
   uint32_t batch = 0, count = 0;
   bool credited = true;
@@ -388,6 +398,7 @@ json serve_case(Endpoint& ep, Oob& oob, const CaseParams& p, int timeout_ms) {
         timed = true;
         u0 = Usage::now();
         w0 = ep.wakeups();
+        mw0 = ep.missed_wakeups();
       }
       if (ours && h.op == static_cast<uint16_t>(Op::kPing)) {
         Header pong = h;
@@ -418,6 +429,7 @@ json serve_case(Endpoint& ep, Oob& oob, const CaseParams& p, int timeout_ms) {
   if (timed) {
     side.usage = Usage::now() - u0;
     side.wakeups = ep.wakeups() - w0;
+    side.missed_wakeups = ep.missed_wakeups() - mw0;
   }
   std::string e = ep.take_error();
   if (error.empty()) error = e;
@@ -588,9 +600,9 @@ class Client {
         else if (!wl)
           rec = failed_record(key, "unsupported", "unknown workload");
         else if (size < kMinSize)
-          rec = failed_record(key, "unsupported",
-                              "size below the benchmark's " + std::to_string(kMinSize) +
-                                  "-byte header");
+          rec = failed_record(
+              key, "unsupported",
+              "size below the benchmark's " + std::to_string(kMinSize) + "-byte header");
         else if (size > ep.max_size())
           rec = failed_record(key, "unsupported",
                               "size above max_msg_size " + std::to_string(ep.max_size()));
@@ -624,8 +636,7 @@ class Client {
   }
 
   json run_case(Endpoint& ep, const CaseKey& key, Workload w, size_t size) {
-    CaseParams p{++case_id_, w, size,
-                 std::min({o_.window, ep.rx_depth() / 2, ep.tx_depth()})};
+    CaseParams p{++case_id_, w, size, std::min({o_.window, ep.rx_depth() / 2, ep.tx_depth()})};
     auto ack = ask({{"cmd", "run"},
                     {"case", p.case_id},
                     {"workload", key.workload},

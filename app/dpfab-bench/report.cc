@@ -18,8 +18,12 @@ namespace {
 
 std::string num(const json& v) {
   if (!v.is_number()) return "-";
-  double d = v.get<double>();
   char b[32];
+  if (v.is_number_integer()) {
+    std::snprintf(b, sizeof(b), "%lld", v.get<long long>());
+    return b;
+  }
+  double d = v.get<double>();
   if (d != 0 && std::fabs(d) < 10)
     std::snprintf(b, sizeof(b), "%.2f", d);
   else if (std::fabs(d) < 1000)
@@ -59,26 +63,27 @@ void print_table(FILE* out, const json& records) {
                            : w == "stream" ? "time of one window (send to credit)"
                                            : "one-way wake-up after an idle gap";
         std::fprintf(out, "\n== %s (latency in us: %s)\n", std::string(w).c_str(), kind);
-        std::fprintf(out, "%-14s %-7s %6s %8s %8s %8s %8s %8s %9s %8s %7s %7s %8s\n",
-                     "provider/ep", "mode", "size", "p50", "p90", "p99", "p99.9", "max",
-                     "msg/s", "cpu_us/m", "vcsw", "ivcsw", "wakeups");
+        std::fprintf(out, "%-14s %-7s %6s %8s %8s %8s %8s %8s %9s %8s %7s %7s %7s %6s\n",
+                     "provider/ep", "mode", "size", "p50", "p90", "p99", "p99.9", "max", "msg/s",
+                     "cpu_us/m", "vcsw", "ivcsw", "wakeups", "missed");
         header = true;
       }
-      std::fprintf(out, "%-14s %-7s %6llu ", group_name(r).c_str(),
-                   r.value("mode", "").c_str(),
+      std::fprintf(out, "%-14s %-7s %6llu ", group_name(r).c_str(), r.value("mode", "").c_str(),
                    static_cast<unsigned long long>(r.value("size", uint64_t{0})));
       if (!r["lat_p50_us"].is_number()) {
         std::fprintf(out, "%s: %s\n", r.value("status", "").c_str(),
                      shorten(r.value("error", ""), 90).c_str());
         continue;
       }
-      std::fprintf(out, "%8s %8s %8s %8s %8s %9s %8s %7s %7s %8s", num(r["lat_p50_us"]).c_str(),
+      std::fprintf(out, "%8s %8s %8s %8s %8s %9s %8s %7s %7s %7s %6s", num(r["lat_p50_us"]).c_str(),
                    num(r["lat_p90_us"]).c_str(), num(r["lat_p99_us"]).c_str(),
                    num(r["lat_p999_us"]).c_str(), num(r["lat_max_us"]).c_str(),
                    num(r["msg_rate"]).c_str(), num(r["cpu_us_per_msg"]).c_str(),
-                   num(r["vcsw"]).c_str(), num(r["ivcsw"]).c_str(), num(r["wakeups"]).c_str());
-      if (!ok(r)) std::fprintf(out, "  %s: %s", r.value("status", "").c_str(),
-                               shorten(r.value("error", ""), 60).c_str());
+                   num(r["vcsw"]).c_str(), num(r["ivcsw"]).c_str(), num(r["wakeups"]).c_str(),
+                   num(r["missed_wakeups"]).c_str());
+      if (!ok(r))
+        std::fprintf(out, "  %s: %s", r.value("status", "").c_str(),
+                     shorten(r.value("error", ""), 60).c_str());
       std::fprintf(out, "\n");
     }
   }
@@ -104,7 +109,8 @@ void print_comparison(FILE* out, const json& records) {
         dpdk.push_back(it->second);
     if (dpdk.empty() || others.empty()) continue;
     for (const char* field : {"lat_p50_us", "cpu_us_per_msg"}) {
-      std::fprintf(out, "\n== dpdk/dgram vs stock, %s %llu B, %s: dpdk value and dpdk/other "
+      std::fprintf(out,
+                   "\n== dpdk/dgram vs stock, %s %llu B, %s: dpdk value and dpdk/other "
                    "ratio, same mode [other's spin]\n",
                    w.c_str(), static_cast<unsigned long long>(size),
                    std::string(field) == "lat_p50_us" ? "p50 latency us" : "CPU us per message");
@@ -122,7 +128,7 @@ void print_comparison(FILE* out, const json& records) {
             double ov = (*it->second)[field].get<double>();
             if (ov <= 0 || std::isnan(dv)) return "n/a";
             char b[32];
-            std::snprintf(b, sizeof(b), "x%.2f", dv / ov);
+            std::snprintf(b, sizeof(b), "x%.3g", dv / ov);
             return b;
           };
           std::string cell = ratio(mode) + " [" + ratio("spin") + "]";
@@ -146,8 +152,8 @@ std::string write_csv(const std::string& path, const json& records) {
     }
     return v.dump();
   };
-  const char* sides[] = {"client", "server"};
-  const char* side_fields[] = {"cpu_user_s", "cpu_sys_s", "vcsw", "ivcsw", "wakeups"};
+  const char* side_fields[] = {"cpu_user_s", "cpu_sys_s", "vcsw",
+                               "ivcsw",      "wakeups",   "missed_wakeups"};
   bool first = true;
   for (size_t i = 0; i < kRecordFieldCount; i++) {
     std::string k = kRecordFields[i];
@@ -178,15 +184,15 @@ std::string write_csv(const std::string& path, const json& records) {
     }
     f << "\n";
   }
-  (void)sides;
   return f ? "" : "error writing " + path;
 }
 
 std::string write_plots(const std::string& base, const std::string& fmt, const json& records,
                         std::vector<std::string>* files) {
   uint64_t size = first_size(records);
-  std::string term = fmt == "png" ? "pngcairo size 1600,1000 font 'sans,10'"
-                                  : "svg size 1600,1000 dynamic font 'sans,10' background '#ffffff'";
+  std::string term = fmt == "png"
+                         ? "pngcairo size 1600,1000 font 'sans,10'"
+                         : "svg size 1600,1000 dynamic font 'sans,10' background '#ffffff'";
   std::string gp = base + ".gp";
   std::ofstream f(gp);
   if (!f) return "cannot write " + gp;
