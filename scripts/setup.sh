@@ -12,6 +12,8 @@ packages=(
   libfabric-dev libfabric-bin        # libfabric 1.17 core, fi_info, fi_pingpong
   libgtest-dev libgmock-dev libbenchmark-dev
   libnuma-dev
+  libcli11-dev nlohmann-json3-dev    # dpfab-bench: command line, JSON
+  gnuplot-nox                        # dpfab-bench: plots
   iproute2 iputils-ping              # ip netns / veth test hosts, ping between them
   clang-format                       # the format check
   clang libclang-rt-14-dev           # ThreadSanitizer builds and libFuzzer targets
