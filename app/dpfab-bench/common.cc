@@ -16,12 +16,14 @@ std::optional<Workload> parse_workload(std::string_view name) {
 }
 
 void to_json(json& j, const Options& o) {
-  j = json{
-      {"providers", o.providers},   {"modes", o.modes},           {"workloads", o.workloads},
-      {"ep_types", o.ep_types},     {"sizes", o.sizes},           {"iterations", o.iterations},
-      {"duration_s", o.duration_s}, {"warmup", o.warmup},         {"window", o.window},
-      {"gap_us", o.gap_us},         {"timeout_ms", o.timeout_ms}, {"max_lost", o.max_lost},
-      {"iface", o.iface},           {"layered", o.layered},       {"dpdk_ports", o.dpdk_ports}};
+  j = json{{"providers", o.providers},   {"modes", o.modes},
+           {"workloads", o.workloads},   {"ep_types", o.ep_types},
+           {"sizes", o.sizes},           {"iterations", o.iterations},
+           {"duration_s", o.duration_s}, {"warmup", o.warmup},
+           {"window", o.window},         {"gap_us", o.gap_us},
+           {"timeout_ms", o.timeout_ms}, {"max_lost", o.max_lost},
+           {"iface", o.iface},           {"layered", o.layered},
+           {"dpdk_ports", o.dpdk_ports}, {"dpdk_client_ports", o.dpdk_client_ports}};
 }
 
 void from_json(const json& j, Options& o) {
@@ -40,6 +42,7 @@ void from_json(const json& j, Options& o) {
   j.at("iface").get_to(o.iface);
   j.at("layered").get_to(o.layered);
   j.at("dpdk_ports").get_to(o.dpdk_ports);
+  j.at("dpdk_client_ports").get_to(o.dpdk_client_ports);
 }
 
 Usage Usage::now() {

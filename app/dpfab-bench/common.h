@@ -51,16 +51,17 @@ struct Options {
   std::vector<std::string> workloads{kWorkloadNames.begin(), kWorkloadNames.end()};
   std::vector<std::string> ep_types{kEpTypeNames.begin(), kEpTypeNames.end()};
   std::vector<uint64_t> sizes{64, 1024};
-  uint64_t iterations = 10000;  ///< timed iterations per case at most (stream: messages)
-  double duration_s = 0.4;      ///< wall time of a case's timed window at most
-  uint64_t warmup = 100;        ///< warm-up iterations (also bounded to a quarter of duration_s)
-  uint32_t window = 32;         ///< stream: messages in flight per credit
-  uint32_t gap_us = 2000;       ///< wakeup: idle gap before each message
-  int timeout_ms = 500;         ///< one wait for a reply; a longer silence counts as a loss
-  uint32_t max_lost = 10;       ///< losses after which a case ends as an error
-  std::string iface = "lo";     ///< preferred domain (interface) for socket-based providers
-  std::string layered = "rxm";  ///< utility-provider layers accepted: none, rxm, all
-  std::string dpdk_ports;       ///< FI_DPDK_PORTS for the dpdk pair (default: own memif socket)
+  uint64_t iterations = 10000;    ///< timed iterations per case at most (stream: messages)
+  double duration_s = 0.4;        ///< wall time of a case's timed window at most
+  uint64_t warmup = 100;          ///< warm-up iterations (also bounded to a quarter of duration_s)
+  uint32_t window = 32;           ///< stream: messages in flight per credit
+  uint32_t gap_us = 2000;         ///< wakeup: idle gap before each message
+  int timeout_ms = 500;           ///< one wait for a reply; a longer silence counts as a loss
+  uint32_t max_lost = 10;         ///< losses after which a case ends as an error
+  std::string iface = "lo";       ///< preferred domain (interface) for socket-based providers
+  std::string layered = "rxm";    ///< utility-provider layers accepted: none, rxm, all
+  std::string dpdk_ports;         ///< FI_DPDK_PORTS for the dpdk pair (default: own memif socket)
+  std::string dpdk_client_ports;  ///< FI_DPDK_PORTS of the dpdk client when it differs (NICs)
 };
 void to_json(json& j, const Options& o);
 void from_json(const json& j, Options& o);

@@ -162,8 +162,15 @@ std::string Endpoint::open(const fi_info* info, Mode mode, size_t buf_size) {
     if (ret) return fi_error("fi_open_ops(" FI_DPDK_WORKER_OPS ")", ret);
   }
 
-  rx_count_ = static_cast<uint32_t>(std::clamp<size_t>(info_->rx_attr->size, 8, 64));
-  tx_count_ = static_cast<uint32_t>(std::clamp<size_t>(info_->tx_attr->size, 8, 64));
+  // Buffers: as large as the largest size the endpoint can send (kMaxBufferBytes at most), and
+  // no more of them than kMaxPoolBytes holds (at least 4 each way).
+  max_size_ = std::min<size_t>({buf_size, info_->ep_attr->max_msg_size, kMaxBufferBytes});
+  buf_size_ = (std::max<size_t>(max_size_, kMinSize) + 63) / 64 * 64;
+  size_t fit = std::max<size_t>(kMaxPoolBytes / 2 / buf_size_, 4);
+  rx_count_ =
+      static_cast<uint32_t>(std::clamp<size_t>(info_->rx_attr->size, 4, std::min<size_t>(fit, 64)));
+  tx_count_ =
+      static_cast<uint32_t>(std::clamp<size_t>(info_->tx_attr->size, 4, std::min<size_t>(fit, 64)));
   fi_cq_attr ca{};
   ca.size = 256;
   ca.format = FI_CQ_FORMAT_MSG;
@@ -204,8 +211,6 @@ std::string Endpoint::open(const fi_info* info, Mode mode, size_t buf_size) {
     if (ret) return fi_error("get_efd", ret);
   }
 
-  buf_size_ = (std::max<size_t>(buf_size, kMinSize) + 63) / 64 * 64;
-  max_size_ = std::min<size_t>(buf_size, info_->ep_attr->max_msg_size);
   size_t total = buf_size_ * (rx_count_ + tx_count_);
   buf_ = static_cast<char*>(std::aligned_alloc(4096, (total + 4095) / 4096 * 4096));
   if (!buf_) return "out of memory for buffers";

@@ -42,6 +42,10 @@ InfoPtr choose_info(const std::string& provider, const std::string& ep_type,
 /// libfabric's words for an error code: "fi_cq_open: Function not implemented (-38)".
 std::string fi_error(const char* call, int ret);
 
+/// Largest message the benchmark sends, and the most memory its buffers of one side take.
+inline constexpr size_t kMaxBufferBytes = size_t{16} << 20;
+inline constexpr size_t kMaxPoolBytes = size_t{128} << 20;
+
 /// A received message waiting for the application.
 struct Rx {
   const char* data;
@@ -72,7 +76,7 @@ class Endpoint {
   /// MSG client: opens the endpoint, posts receives, connects to `name`, waits for FI_CONNECTED.
   std::string connect(const std::string& name, int timeout_ms);
 
-  /// Largest message this endpoint may send (min of the buffer and max_msg_size).
+  /// Largest message this endpoint may send (min of buf_size, max_msg_size, kMaxBufferBytes).
   size_t max_size() const { return max_size_; }
   /// Receives kept posted and sends that may be in flight.
   uint32_t rx_depth() const { return rx_count_; }

@@ -13,6 +13,7 @@
 #include <rdma/fabric.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -26,6 +27,7 @@
 #include <ctime>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -111,11 +113,19 @@ std::string fmt_secs(double s) {
 
 // ---- the two peer processes -------------------------------------------------------------------
 
+// Starts exe with args (inside network namespace `netns` when not empty, through
+// `ip netns exec`), with env added, stdout and stderr to log, and keep_fd inherited.
 pid_t spawn(const std::string& exe, const std::vector<std::string>& args,
-            const std::map<std::string, std::string>& env, const std::string& log, int keep_fd) {
+            const std::map<std::string, std::string>& env, const std::string& log, int keep_fd,
+            const std::string& netns = "") {
   pid_t pid = fork();
   if (pid != 0) return pid;
   prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (!netns.empty()) {
+    // af_xdp's UMEM is the whole mempool: more than the default 8 MiB of locked memory.
+    rlimit unlimited{RLIM_INFINITY, RLIM_INFINITY};
+    setrlimit(RLIMIT_MEMLOCK, &unlimited);
+  }
   for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
   int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd >= 0) {
@@ -124,13 +134,71 @@ pid_t spawn(const std::string& exe, const std::vector<std::string>& args,
     close(fd);
   }
   if (keep_fd >= 0) fcntl(keep_fd, F_SETFD, 0);
+  std::vector<std::string> full;
+  if (!netns.empty()) full = {"ip", "netns", "exec", netns};
+  full.push_back(exe);
+  full.insert(full.end(), args.begin(), args.end());
   std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(exe.c_str()));
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  for (auto& a : full) argv.push_back(a.data());
   argv.push_back(nullptr);
-  execv(exe.c_str(), argv.data());
+  execvp(argv[0], argv.data());
   _exit(127);
 }
+
+// ---- two network namespaces joined by veth (--netns) ------------------------------------------
+
+// Two "hosts" made by test/integration/hosts/hosts.sh: namespaces with interface dp0 each, joined
+// by a veth pair; removed at exit (and by hosts.sh's reaper if this process is killed).
+struct Netns {
+  std::string pmd;  // af_packet or af_xdp
+  std::string hosts_sh;
+  std::string ns[2], iface[2], ip[2];
+
+  std::string create() {
+    const char* env = std::getenv("DPFAB_HOSTS_SH");
+    hosts_sh = env ? env : DPFAB_HOSTS_SH;
+    if (access(hosts_sh.c_str(), R_OK) != 0) return "no " + hosts_sh + " (set DPFAB_HOSTS_SH)";
+    std::string owner = std::to_string(getpid());
+    // The reaper removes the namespaces when this process ends, however it ends.
+    if (fork() == 0) {
+      setsid();
+      int null = open("/dev/null", O_RDWR);
+      dup2(null, 0), dup2(null, 1), dup2(null, 2);
+      execlp("bash", "bash", hosts_sh.c_str(), "reap", "--owner", owner.c_str(), nullptr);
+      _exit(127);
+    }
+    std::string cmd = "bash '" + hosts_sh + "' create --owner " + owner + " -n 2 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    if (!p) return "cannot run " + hosts_sh;
+    char line[512];
+    std::string out;
+    int found = 0;
+    while (std::fgets(line, sizeof(line), p)) {
+      out += line;
+      int i;
+      char n[128], f[64], a[64];
+      if (std::sscanf(line, "host %d %127s %63s %63s", &i, n, f, a) == 4 && i >= 0 && i < 2) {
+        ns[i] = n, iface[i] = f, ip[i] = a;
+        found++;
+      }
+    }
+    int rc = pclose(p);
+    if (rc != 0 || found != 2) return "hosts.sh create failed: " + out;
+    return "";
+  }
+  void destroy() {
+    std::string cmd =
+        "bash '" + hosts_sh + "' destroy --owner " + std::to_string(getpid()) + " >/dev/null 2>&1";
+    if (std::system(cmd.c_str()) != 0)
+      std::fprintf(stderr, "dpfab-bench: hosts.sh destroy failed (hosts.sh cleanup-stale)\n");
+  }
+  std::map<std::string, std::string> dpdk_env(int host) const {
+    std::string spec = pmd == "af_xdp"
+                           ? "net_af_xdp0,iface=" + iface[host] + ",start_queue=0,queue_count=1"
+                           : "net_af_packet0,iface=" + iface[host];
+    return {{"FI_DPDK_PORTS", spec}, {"FI_DPDK_IPV4", ip[host] + "/24"}};
+  }
+};
 
 // Waits for pid up to timeout_ms, then kills it. Returns a description of how it ended.
 std::string reap(pid_t pid, int timeout_ms) {
@@ -197,14 +265,19 @@ struct ProviderRun {
 // Runs the server and client of one provider and collects the client's events.
 ProviderRun run_provider(const Options& o, const std::string& provider, const std::string& exe,
                          const std::string& rundir, const std::string& base, double stall_s,
-                         Progress& progress) {
+                         const Netns* netns, Progress& progress) {
   ProviderRun run;
   Options po = o;
   po.providers = {provider};
+  if (netns) po.iface = netns->iface[0];  // socket providers: the veth, not loopback
   std::string cfg = json(po).dump();
   std::string oob = rundir + "/" + provider + ".oob";
-  std::map<std::string, std::string> env;
-  if (provider == "dpdk") {
+  std::map<std::string, std::string> env, server_env, client_env;
+  if (provider == "dpdk" && netns) {
+    server_env = netns->dpdk_env(0);
+    client_env = netns->dpdk_env(1);
+    run.info["FI_DPDK_PORTS"] = {server_env["FI_DPDK_PORTS"], client_env["FI_DPDK_PORTS"]};
+  } else if (provider == "dpdk") {
     if (!o.dpdk_ports.empty())
       env["FI_DPDK_PORTS"] = o.dpdk_ports;
     else if (!std::getenv("FI_DPDK_PORTS"))
@@ -216,17 +289,25 @@ ProviderRun run_provider(const Options& o, const std::string& provider, const st
   run.info["server_log"] = slog;
   run.info["client_log"] = clog;
   if (env.count("FI_DPDK_PORTS")) run.info["FI_DPDK_PORTS"] = env["FI_DPDK_PORTS"];
+  if (provider == "dpdk" && !netns && !o.dpdk_client_ports.empty()) {
+    // Two ports of this machine (NICs cabled to each other): the client gets its own.
+    client_env["FI_DPDK_PORTS"] = o.dpdk_client_ports;
+    run.info["FI_DPDK_PORTS"] = {env["FI_DPDK_PORTS"], o.dpdk_client_ports};
+  }
+  if (netns) run.info["netns"] = {netns->ns[0], netns->ns[1]};
+  server_env.insert(env.begin(), env.end());
+  client_env.insert(env.begin(), env.end());
   int ev[2];
   if (pipe2(ev, O_CLOEXEC) != 0) {
     run.info["error"] = std::string("pipe: ") + std::strerror(errno);
     return run;
   }
-  pid_t server =
-      spawn(exe, {"--role", "server", "--oob", oob, "--peer-config", cfg}, env, slog, -1);
+  pid_t server = spawn(exe, {"--role", "server", "--oob", oob, "--peer-config", cfg}, server_env,
+                       slog, -1, netns ? netns->ns[0] : "");
   pid_t client = spawn(exe,
                        {"--role", "client", "--oob", oob, "--peer-config", cfg, "--events-fd",
                         std::to_string(ev[1])},
-                       env, clog, ev[1]);
+                       client_env, clog, ev[1], netns ? netns->ns[1] : "");
   close(ev[1]);
   std::string buf, error;
   int64_t last = now_ns();
@@ -295,7 +376,7 @@ ProviderRun run_provider(const Options& o, const std::string& provider, const st
 }
 
 int orchestrate(const Options& o, const std::string& out_dir, std::string name,
-                const std::string& plot, double stall_s, bool table) {
+                const std::string& plot, double stall_s, bool table, const std::string& netns_pmd) {
   std::string exe = self_exe();
   std::string exe_dir = exe.substr(0, exe.rfind('/'));
   if (!std::getenv("FI_PROVIDER_PATH")) {
@@ -321,6 +402,19 @@ int orchestrate(const Options& o, const std::string& out_dir, std::string name,
     return 1;
   }
   std::string rundir = tmpl;
+  std::optional<Netns> netns;
+  if (!netns_pmd.empty()) {
+    netns.emplace();
+    netns->pmd = netns_pmd;
+    if (std::string e = netns->create(); !e.empty()) {
+      std::fprintf(stderr, "dpfab-bench: --netns: %s\n", e.c_str());
+      rmdir(rundir.c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "dpfab-bench: hosts %s (%s) and %s (%s) joined by veth; dpdk on %s\n",
+                 netns->ns[0].c_str(), netns->ip[0].c_str(), netns->ns[1].c_str(),
+                 netns->ip[1].c_str(), netns_pmd.c_str());
+  }
 
   json doc;
   doc["tool"] = "dpfab-bench";
@@ -337,17 +431,20 @@ int orchestrate(const Options& o, const std::string& out_dir, std::string name,
       {"FI_PROVIDER_PATH", std::getenv("FI_PROVIDER_PATH") ? std::getenv("FI_PROVIDER_PATH") : ""}};
   doc["host"]["loadavg_start"] = loadavg();
   doc["options"] = o;
+  doc["options"]["netns"] = netns_pmd;
   doc["providers"] = json::object();
   json records = json::array();
   Progress progress;
   progress.providers_total = o.providers.size();
   int64_t t0 = now_ns();
   for (const auto& p : o.providers) {
-    ProviderRun run = run_provider(o, p, exe, rundir, base, stall_s, progress);
+    ProviderRun run =
+        run_provider(o, p, exe, rundir, base, stall_s, netns ? &*netns : nullptr, progress);
     doc["providers"][p] = run.info;
     for (auto& r : run.records) records.push_back(std::move(r));
   }
   progress.clear();
+  if (netns) netns->destroy();
   rmdir(rundir.c_str());
   doc["elapsed_s"] = static_cast<double>(now_ns() - t0) * 1e-9;
   doc["host"]["loadavg_end"] = loadavg();
@@ -410,6 +507,7 @@ int main(int argc, char** argv) {
   int events_fd = -1;
   double stall_s = 60;
   bool no_table = false;
+  std::string netns;
   app.add_option("-p,--providers", o.providers, "providers to compare")
       ->delimiter(',')
       ->capture_default_str();
@@ -447,6 +545,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--dpdk-ports", o.dpdk_ports,
                  "FI_DPDK_PORTS of the dpdk pair (default: a net_memif link of its own)");
+  app.add_option("--dpdk-client-ports", o.dpdk_client_ports,
+                 "FI_DPDK_PORTS of the dpdk client when it differs from the server's (two NICs "
+                 "of this machine cabled together; --dpdk-ports is then the server's)");
   app.add_option("-o,--out-dir", out_dir, "where the JSON, CSV and plots go")
       ->capture_default_str();
   app.add_option("--name", name, "base name of the files (default dpfab-bench-<time>)");
@@ -456,6 +557,10 @@ int main(int argc, char** argv) {
   app.add_option("--stall-s", stall_s, "kill a provider's pair after this long without progress")
       ->capture_default_str();
   app.add_flag("--no-table", no_table, "do not print the table");
+  app.add_option("--netns", netns,
+                 "run each pair in two network namespaces joined by veth (root), dpdk on this "
+                 "PMD; socket providers use the veth too")
+      ->check(CLI::IsMember({"af_packet", "af_xdp"}));
   app.add_option("--role", role, "internal: server or client")
       ->check(CLI::IsMember({"server", "client"}))
       ->group("");
@@ -486,5 +591,5 @@ int main(int argc, char** argv) {
   if (o.duration_s <= 0 || o.iterations == 0 || o.timeout_ms <= 0)
     return std::fprintf(stderr, "dpfab-bench: duration, iterations and timeout must be > 0\n"), 2;
   signal(SIGPIPE, SIG_IGN);
-  return orchestrate(o, out_dir, name, plot, stall_s, !no_table);
+  return orchestrate(o, out_dir, name, plot, stall_s, !no_table, netns);
 }

@@ -605,7 +605,8 @@ class Client {
               "size below the benchmark's " + std::to_string(kMinSize) + "-byte header");
         else if (size > ep.max_size())
           rec = failed_record(key, "unsupported",
-                              "size above max_msg_size " + std::to_string(ep.max_size()));
+                              "size above " + std::to_string(ep.max_size()) +
+                                  " (the smaller of max_msg_size and the benchmark's 16 MiB)");
         else
           rec = run_case(ep, key, *wl, size);
         emit({{"event", "record"}, {"record", rec}});
