@@ -27,9 +27,13 @@ const size_t kRecordFieldCount = sizeof(kRecordFields) / sizeof(kRecordFields[0]
 
 namespace {
 
-constexpr int kOobTimeoutMs = 30'000;            // any out-of-band reply (opening a group included)
-constexpr int kConnectTimeoutMs = 5'000;         // MSG connection set-up
-constexpr int64_t kServerSliceNs = 100'000'000;  // server waits in slices, checking the oob
+constexpr int kOobTimeoutMs = 30'000;     // any out-of-band reply (opening a group included)
+constexpr int kConnectTimeoutMs = 5'000;  // MSG connection set-up
+// The server waits in slices, checking the oob socket between them: a quarter of the client's
+// timeout (so that a server woken only by its slice still answers in time), 10..100 ms.
+int64_t server_slice_ns(int timeout_ms) {
+  return std::clamp<int64_t>(int64_t{timeout_ms} * 250'000, 10'000'000, 100'000'000);
+}
 constexpr int64_t kHandshakeNs = 5'000'000'000;  // first message of a case may take this long
 
 // ---- statistics -------------------------------------------------------------------------------
@@ -263,7 +267,9 @@ class ClientCase {
       round(seq++, false, wake);
     start_window();
     m_.samples_us.reserve(std::min<uint64_t>(o_.iterations, 1'000'000));
-    while (m_.error.empty() && m_.iterations < o_.iterations && now_ns() - t_start_ < dur)
+    // Bounded by iterations and time, but never ends without a figure (losses bound that).
+    while (m_.error.empty() && m_.iterations < o_.iterations &&
+           (now_ns() - t_start_ < dur || m_.samples_us.empty()))
       round(seq++, true, wake);
     end_window();
     m_.messages = 2 * m_.samples_us.size();
@@ -315,7 +321,8 @@ class ClientCase {
     for (uint64_t i = 0; i < warm_windows && now_ns() < warm_end && m_.error.empty(); i++)
       window(seq++, w, false);
     start_window();
-    while (m_.error.empty() && m_.messages < o_.iterations && now_ns() - t_start_ < dur)
+    while (m_.error.empty() && m_.messages < o_.iterations &&
+           (now_ns() - t_start_ < dur || m_.samples_us.empty()))
       window(seq++, w, true);
     end_window();
   }
@@ -376,7 +383,7 @@ json serve_case(Endpoint& ep, Oob& oob, const CaseParams& p, int timeout_ms) {
     if (r < 0 && error.empty()) error = fi_error("sending a credit", r);
   };
   while (!done && error.empty()) {
-    int r = ep.wait_rx(now_ns() + kServerSliceNs);
+    int r = ep.wait_rx(now_ns() + server_slice_ns(timeout_ms));
     if (r < 0) {
       error = fi_error("waiting", r);
       break;
@@ -657,6 +664,8 @@ class Client {
     } else if (error.empty() && !server->value("timed", false)) {
       error = "the server saw no message of the timed window";
     }
+    if (error.empty() && m.samples_us.empty())
+      error = "no figure in the timed window (" + std::to_string(m.lost) + " lost)";
     if (server) server->erase("timed"), server->erase("error");
     fill_figures(rec, m, server ? *server : json(nullptr), size);
     if (!error.empty()) {

@@ -46,7 +46,7 @@ class BenchTest : public ::testing::Test {
     // Brief: one size, 50 ms timed window, short waits so that modes whose wake-ups depend on
     // the benchmark's timeout (manual progress) stay quick; all modes and workloads.
     std::string cmd = std::string("timeout 240 ") + bench +
-                      " -p dpdk,udp -s 64 -d 0.05 --warmup 10 --timeout-ms 100 --gap-us 500"
+                      " -p dpdk,udp -s 64 -d 0.05 --warmup 10 --timeout-ms 200 --gap-us 500"
                       " --stall-s 60 -o " +
                       dir_ + " --name run 2>" + dir_ + "/stderr.txt";
     FILE* p = popen(cmd.c_str(), "r");
