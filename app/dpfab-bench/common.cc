@@ -16,14 +16,23 @@ std::optional<Workload> parse_workload(std::string_view name) {
 }
 
 void to_json(json& j, const Options& o) {
-  j = json{{"providers", o.providers},   {"modes", o.modes},
-           {"workloads", o.workloads},   {"ep_types", o.ep_types},
-           {"sizes", o.sizes},           {"iterations", o.iterations},
-           {"duration_s", o.duration_s}, {"warmup", o.warmup},
-           {"window", o.window},         {"gap_us", o.gap_us},
-           {"timeout_ms", o.timeout_ms}, {"max_lost", o.max_lost},
-           {"iface", o.iface},           {"layered", o.layered},
-           {"dpdk_ports", o.dpdk_ports}, {"dpdk_client_ports", o.dpdk_client_ports}};
+  j = json{{"providers", o.providers},
+           {"modes", o.modes},
+           {"workloads", o.workloads},
+           {"ep_types", o.ep_types},
+           {"wait_on", o.wait_on},
+           {"sizes", o.sizes},
+           {"iterations", o.iterations},
+           {"duration_s", o.duration_s},
+           {"warmup", o.warmup},
+           {"window", o.window},
+           {"gap_us", o.gap_us},
+           {"timeout_ms", o.timeout_ms},
+           {"max_lost", o.max_lost},
+           {"iface", o.iface},
+           {"layered", o.layered},
+           {"dpdk_ports", o.dpdk_ports},
+           {"dpdk_client_ports", o.dpdk_client_ports}};
 }
 
 void from_json(const json& j, Options& o) {
@@ -31,6 +40,7 @@ void from_json(const json& j, Options& o) {
   j.at("modes").get_to(o.modes);
   j.at("workloads").get_to(o.workloads);
   j.at("ep_types").get_to(o.ep_types);
+  j.at("wait_on").get_to(o.wait_on);
   j.at("sizes").get_to(o.sizes);
   j.at("iterations").get_to(o.iterations);
   j.at("duration_s").get_to(o.duration_s);

@@ -50,6 +50,7 @@ struct Options {
   std::vector<std::string> modes{kModeNames.begin(), kModeNames.end()};
   std::vector<std::string> workloads{kWorkloadNames.begin(), kWorkloadNames.end()};
   std::vector<std::string> ep_types{kEpTypeNames.begin(), kEpTypeNames.end()};
+  std::vector<std::string> wait_on{"cq"};  ///< what the modes wait on: cq, cntr (a counter)
   std::vector<uint64_t> sizes{64, 1024};
   uint64_t iterations = 10000;    ///< timed iterations per case at most (stream: messages)
   double duration_s = 0.4;        ///< wall time of a case's timed window at most

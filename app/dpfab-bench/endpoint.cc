@@ -127,7 +127,8 @@ Endpoint::~Endpoint() {
   if (ep_) fi_close(&ep_->fid);
   if (pep_) fi_close(&pep_->fid);
   if (av_) fi_close(&av_->fid);
-  if (pollset_ && cq_) fi_poll_del(pollset_, &cq_->fid, 0);
+  if (pollset_ && waited_) fi_poll_del(pollset_, waited_, 0);
+  if (cntr_) fi_close(&cntr_->fid);
   if (cq_) fi_close(&cq_->fid);
   if (pollset_) fi_close(&pollset_->fid);
   if (waitset_) fi_close(&waitset_->fid);
@@ -139,7 +140,7 @@ Endpoint::~Endpoint() {
   std::free(buf_);
 }
 
-std::string Endpoint::open(const fi_info* info, Mode mode, size_t buf_size) {
+std::string Endpoint::open(const fi_info* info, Mode mode, size_t buf_size, bool on_counter) {
   mode_ = mode;
   info_.reset(fi_dupinfo(info));
   int ret = fi_fabric(info_->fabric_attr, &fabric_, nullptr);
@@ -174,38 +175,52 @@ std::string Endpoint::open(const fi_info* info, Mode mode, size_t buf_size) {
   fi_cq_attr ca{};
   ca.size = 256;
   ca.format = FI_CQ_FORMAT_MSG;
-  ca.wait_obj = wait_obj_of(mode);
+  ca.wait_obj = on_counter ? FI_WAIT_NONE : wait_obj_of(mode);
   ca.wait_cond = FI_CQ_COND_NONE;
-  ca.wait_set = waitset_;
+  ca.wait_set = on_counter ? nullptr : waitset_;
   ret = fi_cq_open(domain_, &ca, &cq_, nullptr);
   if (ret)
     return fi_error((std::string("fi_cq_open(") + wait_obj_name(ca.wait_obj) + ")").c_str(), ret);
+  waited_ = &cq_->fid;
+  if (on_counter) {
+    // The mode waits on a counter of send and receive completions; the CQ (FI_WAIT_NONE) is only
+    // read, to learn which buffers completed.
+    fi_cntr_attr na{};
+    na.events = FI_CNTR_EVENTS_COMP;
+    na.wait_obj = wait_obj_of(mode);
+    na.wait_set = waitset_;
+    ret = fi_cntr_open(domain_, &na, &cntr_, nullptr);
+    if (ret)
+      return fi_error((std::string("fi_cntr_open(") + wait_obj_name(na.wait_obj) + ")").c_str(),
+                      ret);
+    waited_ = &cntr_->fid;
+  }
 
   if (mode == Mode::kFd) {
-    ret = fi_control(&cq_->fid, FI_GETWAIT, &wait_fd_);
+    ret = fi_control(waited_, FI_GETWAIT, &wait_fd_);
     if (ret) return fi_error("fi_control(FI_GETWAIT)", ret);
     epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
     epoll_event ev{};
     ev.events = EPOLLIN;
     if (epoll_fd_ < 0 || epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wait_fd_, &ev) != 0)
-      return std::string("epoll on the CQ's fd: ") + std::strerror(errno);
+      return std::string("epoll on the FI_GETWAIT fd: ") + std::strerror(errno);
   } else if (mode == Mode::kPollfd) {
     fi_wait_pollfd pfd{};
-    ret = fi_control(&cq_->fid, FI_GETWAIT, &pfd);
+    ret = fi_control(waited_, FI_GETWAIT, &pfd);
     if (ret && ret != -FI_ETOOSMALL) return fi_error("fi_control(FI_GETWAIT, pollfd)", ret);
     pollfds_.resize(std::max<size_t>(pfd.nfds, 1));
     pfd.nfds = pollfds_.size();
     pfd.fd = pollfds_.data();
-    ret = fi_control(&cq_->fid, FI_GETWAIT, &pfd);
+    ret = fi_control(waited_, FI_GETWAIT, &pfd);
     if (ret) return fi_error("fi_control(FI_GETWAIT, pollfd)", ret);
     pollfds_.resize(pfd.nfds);
   } else if (mode == Mode::kPollset) {
-    ret = fi_poll_add(pollset_, &cq_->fid, 0);
+    ret = fi_poll_add(pollset_, waited_, 0);
     if (ret) return fi_error("fi_poll_add", ret);
   } else if (mode == Mode::kWorker) {
     ret = wops_->worker_open(domain_, nullptr, &worker_);
     if (ret) return fi_error("worker_open", ret);
-    ret = wops_->worker_add(worker_, &cq_->fid);
+    ret = wops_->worker_add(worker_, waited_);
     if (ret) return fi_error("worker_add", ret);
     ret = wops_->get_efd(worker_, &wait_fd_);
     if (ret) return fi_error("get_efd", ret);
@@ -250,6 +265,8 @@ std::string Endpoint::open_ep(fi_info* info) {
   if (eq_ && (ret = fi_ep_bind(ep_, &eq_->fid, 0))) return fi_error("fi_ep_bind(eq)", ret);
   if ((ret = fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV)))
     return fi_error("fi_ep_bind(cq)", ret);
+  if (cntr_ && (ret = fi_ep_bind(ep_, &cntr_->fid, FI_SEND | FI_RECV)))
+    return fi_error("fi_ep_bind(cntr)", ret);
   if ((ret = fi_enable(ep_))) return fi_error("fi_enable", ret);
   return post_all_rx();
 }
@@ -355,6 +372,8 @@ int Endpoint::handle(const fi_cq_msg_entry* e, ssize_t n) {
 }
 
 ssize_t Endpoint::read_cq() {
+  // The counter's value before the CQ is found empty: a wait on the counter then waits for more.
+  if (cntr_) cntr_seen_ = fi_cntr_read(cntr_) + fi_cntr_readerr(cntr_);
   fi_cq_msg_entry e[16];
   ssize_t n = fi_cq_read(cq_, e, 16);
   if (timed_out_ && (n > 0 || n == -FI_EAVAIL)) missed_++;
@@ -382,6 +401,32 @@ ssize_t Endpoint::read_cq() {
 
 int Endpoint::wait_step(int64_t deadline_ns) {
   int ret = 0;
+  if (cntr_) {
+    switch (mode_) {
+      case Mode::kSpin:  // fi_cntr_read until the counter moves
+        while (fi_cntr_read(cntr_) + fi_cntr_readerr(cntr_) == cntr_seen_ &&
+               now_ns() < deadline_ns) {
+        }
+        return 0;
+      case Mode::kSread:
+      case Mode::kCond:
+      case Mode::kYield:
+        ret = fi_cntr_wait(cntr_, cntr_seen_ + 1, ms_until(deadline_ns));
+        if (ret == 0 || ret == -FI_EAVAIL) {
+          wakeups_++;
+          return 0;
+        }
+        if (ret == -FI_ETIMEDOUT || ret == -FI_EAGAIN) {
+          timed_out_ = true;
+          return 0;
+        }
+        if (ret == -FI_EINTR) return 0;
+        if (error_.empty()) error_ = fi_error("fi_cntr_wait", ret);
+        return ret;
+      default:
+        break;  // the others wait on the counter's fd, wait set, poll set or worker as on a CQ
+    }
+  }
   switch (mode_) {
     case Mode::kSpin:
     case Mode::kPollset:
@@ -409,7 +454,7 @@ int Endpoint::wait_step(int64_t deadline_ns) {
     }
     case Mode::kFd:
     case Mode::kPollfd: {
-      fid* f = &cq_->fid;
+      fid* f = waited_;
       ret = fi_trywait(fabric_, &f, 1);
       if (ret == -FI_EAGAIN) return 0;
       if (ret) {
@@ -467,7 +512,11 @@ int Endpoint::wait_rx(int64_t deadline_ns) {
       void* ctx[1];
       int r = fi_poll(pollset_, ctx, 1);
       if (r > 0) {
-        if (read_cq() < 0) return -FI_EIO;
+        // Drain: a counter is reported once per change, however many completions it counted.
+        ssize_t n;
+        while ((n = read_cq()) > 0) {
+        }
+        if (n < 0) return -FI_EIO;
         continue;
       }
       if (r < 0 && r != -FI_EAGAIN) {

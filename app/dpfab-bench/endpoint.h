@@ -62,8 +62,10 @@ class Endpoint {
 
   /// Opens fabric, domain, the mode's wait objects and CQ, buffers of buf_size bytes, and (for
   /// DGRAM/RDM) the address vector and endpoint with receives posted. For MSG the endpoint comes
-  /// with listen()/accept() or connect(). Returns "" or what failed.
-  std::string open(const fi_info* info, Mode mode, size_t buf_size);
+  /// with listen()/accept() or connect(). With on_counter the mode waits on a completion counter
+  /// bound to the endpoint instead of the CQ (which is then FI_WAIT_NONE and only read).
+  /// Returns "" or what failed.
+  std::string open(const fi_info* info, Mode mode, size_t buf_size, bool on_counter = false);
 
   /// DGRAM/RDM: this endpoint's address. MSG server: opens a passive endpoint, listens and
   /// returns its address. Returns "" or an error.
@@ -127,6 +129,9 @@ class Endpoint {
   fid_wait* waitset_ = nullptr;
   fid_poll* pollset_ = nullptr;
   fid_cq* cq_ = nullptr;
+  fid_cntr* cntr_ = nullptr;  // with on_counter: what the mode waits on
+  fid* waited_ = nullptr;     // &cq_->fid or &cntr_->fid
+  uint64_t cntr_seen_ = 0;    // counter value (completions + errors) at the last CQ read
   fid_av* av_ = nullptr;
   fid_eq* eq_ = nullptr;
   fid_pep* pep_ = nullptr;

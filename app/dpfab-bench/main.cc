@@ -521,6 +521,12 @@ int main(int argc, char** argv) {
   app.add_option("-e,--ep-types", o.ep_types, "endpoint types tried (those offered are used)")
       ->delimiter(',')
       ->capture_default_str();
+  app.add_option("--wait-on", o.wait_on,
+                 "what the modes wait on: cq, cntr (a completion counter bound to the endpoint; "
+                 "the CQ is then only read)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"cq", "cntr"}))
+      ->capture_default_str();
   app.add_option("-s,--sizes", sizes, "message sizes: 64,1k or ranges 64-4k (powers of two)")
       ->delimiter(',')
       ->capture_default_str();

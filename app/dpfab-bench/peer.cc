@@ -14,15 +14,14 @@
 namespace dpfab::bench {
 
 const char* const kRecordFields[] = {
-    "workload",       "provider",    "prov_name",    "fabric",
-    "domain",         "ep_type",     "mode",         "size",
-    "status",         "error",       "latency_kind", "iterations",
-    "messages",       "lost",        "duration_s",   "lat_min_us",
-    "lat_p50_us",     "lat_p90_us",  "lat_p99_us",   "lat_p999_us",
-    "lat_max_us",     "lat_mean_us", "msg_rate",     "bandwidth_mbps",
-    "cpu_user_s",     "cpu_sys_s",   "cpu_s",        "cpu_us_per_msg",
-    "vcsw",           "ivcsw",       "wakeups",      "wakeups_per_msg",
-    "missed_wakeups", "client",      "server",       "cdf_us"};
+    "workload",    "provider",     "prov_name",       "fabric",         "domain",
+    "ep_type",     "mode",         "wait_on",         "size",           "status",
+    "error",       "latency_kind", "iterations",      "messages",       "lost",
+    "duration_s",  "lat_min_us",   "lat_p50_us",      "lat_p90_us",     "lat_p99_us",
+    "lat_p999_us", "lat_max_us",   "lat_mean_us",     "msg_rate",       "bandwidth_mbps",
+    "cpu_user_s",  "cpu_sys_s",    "cpu_s",           "cpu_us_per_msg", "vcsw",
+    "ivcsw",       "wakeups",      "wakeups_per_msg", "missed_wakeups", "client",
+    "server",      "cdf_us"};
 const size_t kRecordFieldCount = sizeof(kRecordFields) / sizeof(kRecordFields[0]);
 
 namespace {
@@ -48,7 +47,7 @@ double quantile(const std::vector<double>& s, double q) {
 // ---- the record -------------------------------------------------------------------------------
 
 struct CaseKey {
-  std::string workload, provider, prov_name, fabric, domain, ep_type, mode;
+  std::string workload, provider, prov_name, fabric, domain, ep_type, mode, wait_on;
   uint64_t size;
 };
 
@@ -61,13 +60,15 @@ json base_record(const CaseKey& k) {
   r["domain"] = k.domain;
   r["ep_type"] = k.ep_type;
   r["mode"] = k.mode;
+  r["wait_on"] = k.wait_on;
   r["size"] = k.size;
   r["status"] = "ok";
   r["error"] = "";
   r["latency_kind"] = k.workload == "pingpong" ? "half_round_trip"
                       : k.workload == "stream" ? "window_round_trip"
                                                : "one_way_wake";
-  for (size_t i = 11; i < kRecordFieldCount; i++) r[kRecordFields[i]] = nullptr;
+  for (size_t i = 0; i < kRecordFieldCount; i++)
+    if (!r.contains(kRecordFields[i])) r[kRecordFields[i]] = nullptr;
   return r;
 }
 
@@ -469,7 +470,8 @@ int run_server(const Options& o, const std::string& oob_path) {
       std::string ep_type = msg->value("ep", ""), why;
       InfoPtr info = choose_info(provider, ep_type, o.layered, o.iface, &why);
       std::string e = info ? ep->open(info.get(), *parse_mode(msg->value("mode", "spin")),
-                                      msg->value("buf", size_t{kMinSize}))
+                                      msg->value("buf", size_t{kMinSize}),
+                                      msg->value("wait_on", "cq") == "cntr")
                            : why;
       std::string name;
       if (e.empty()) e = ep->local_name(&name, ep_type == "msg");
@@ -528,13 +530,15 @@ class Client {
     }
     json offered = json::object();
     for (auto& [t, info] : groups) offered[t] = info->fabric_attr->prov_name;
-    size_t cases = groups.size() * o_.modes.size() * o_.workloads.size() * o_.sizes.size();
+    size_t cases =
+        groups.size() * o_.wait_on.size() * o_.modes.size() * o_.workloads.size() * o_.sizes.size();
     emit({{"event", "plan"}, {"cases", cases}, {"offered", offered}, {"absent", absent}});
     size_t max_size = kMinSize;
     for (auto s : o_.sizes) max_size = std::max<size_t>(max_size, s);
 
     for (auto& [ep_type, info] : groups) {
-      for (const auto& mode : o_.modes) run_group(ep_type, info.get(), mode, max_size);
+      for (const auto& object : o_.wait_on)
+        for (const auto& mode : o_.modes) run_group(ep_type, info.get(), mode, object, max_size);
     }
     oob_.send({{"cmd", "quit"}});
     oob_.recv(5000);
@@ -558,7 +562,7 @@ class Client {
   }
 
   void run_group(const std::string& ep_type, const fi_info* info, const std::string& mode_str,
-                 size_t max_size) {
+                 const std::string& wait_on, size_t max_size) {
     CaseKey key{"",
                 o_.providers[0],
                 info->fabric_attr->prov_name ? info->fabric_attr->prov_name : "",
@@ -566,6 +570,7 @@ class Client {
                 info->domain_attr->name ? info->domain_attr->name : "",
                 ep_type,
                 mode_str,
+                wait_on,
                 0};
     auto mode = parse_mode(mode_str);
     std::string unsupported, error;
@@ -574,14 +579,18 @@ class Client {
     if (!mode) {
       unsupported = "unknown mode";
     } else {
-      auto r = ask({{"cmd", "open"}, {"ep", ep_type}, {"mode", mode_str}, {"buf", max_size}});
+      auto r = ask({{"cmd", "open"},
+                    {"ep", ep_type},
+                    {"mode", mode_str},
+                    {"wait_on", wait_on},
+                    {"buf", max_size}});
       if (!r) {
         error = "no answer from the server process";
       } else {
         server_open = true;
         if (!r->value("ok", false)) {
           unsupported = r->value("error", "?");
-        } else if (std::string e = ep.open(info, *mode, max_size); !e.empty()) {
+        } else if (std::string e = ep.open(info, *mode, max_size, wait_on == "cntr"); !e.empty()) {
           unsupported = e;
         } else {
           std::string server_name = from_hex(r->value("name", ""));
@@ -596,7 +605,7 @@ class Client {
         emit({{"event", "case"},
               {"workload", w},
               {"ep_type", ep_type},
-              {"mode", mode_str},
+              {"mode", wait_on == "cntr" ? "cntr-" + mode_str : mode_str},
               {"size", size}});
         json rec;
         auto wl = parse_workload(w);

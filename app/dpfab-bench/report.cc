@@ -39,6 +39,11 @@ std::string group_name(const json& r) {
 
 bool ok(const json& r) { return r.value("status", "") == "ok"; }
 
+// The mode as the table and plots show it: "fd", or "cntr-fd" when it waited on a counter.
+std::string mode_label(const json& r) {
+  return (r.value("wait_on", "cq") == "cntr" ? "cntr-" : "") + r.value("mode", "");
+}
+
 // The first size of the run (the plots and the comparison use it).
 uint64_t first_size(const json& records) {
   for (const auto& r : records) return r.value("size", uint64_t{0});
@@ -63,12 +68,12 @@ void print_table(FILE* out, const json& records) {
                            : w == "stream" ? "time of one window (send to credit)"
                                            : "one-way wake-up after an idle gap";
         std::fprintf(out, "\n== %s (latency in us: %s)\n", std::string(w).c_str(), kind);
-        std::fprintf(out, "%-14s %-7s %6s %8s %8s %8s %8s %8s %9s %8s %7s %7s %7s %6s\n",
+        std::fprintf(out, "%-14s %-12s %6s %8s %8s %8s %8s %8s %9s %8s %7s %7s %7s %6s\n",
                      "provider/ep", "mode", "size", "p50", "p90", "p99", "p99.9", "max", "msg/s",
                      "cpu_us/m", "vcsw", "ivcsw", "wakeups", "missed");
         header = true;
       }
-      std::fprintf(out, "%-14s %-7s %6llu ", group_name(r).c_str(), r.value("mode", "").c_str(),
+      std::fprintf(out, "%-14s %-12s %6llu ", group_name(r).c_str(), mode_label(r).c_str(),
                    static_cast<unsigned long long>(r.value("size", uint64_t{0})));
       if (!r["lat_p50_us"].is_number()) {
         std::fprintf(out, "%s: %s\n", r.value("status", "").c_str(),
@@ -97,16 +102,17 @@ void print_comparison(FILE* out, const json& records) {
     std::vector<std::string> others;
     for (const auto& r : records) {
       if (r.value("workload", "") != w || r.value("size", uint64_t{0}) != size || !ok(r)) continue;
-      at[{group_name(r), r.value("mode", "")}] = &r;
+      at[{group_name(r), mode_label(r)}] = &r;
       std::string g = group_name(r);
       if (r.value("provider", "") != "dpdk" &&
           std::find(others.begin(), others.end(), g) == others.end())
         others.push_back(g);
     }
     std::vector<const json*> dpdk;
-    for (auto m : kModeNames)
-      if (auto it = at.find({"dpdk/dgram", std::string(m)}); it != at.end())
-        dpdk.push_back(it->second);
+    for (std::string prefix : {"", "cntr-"})
+      for (auto m : kModeNames)
+        if (auto it = at.find({"dpdk/dgram", prefix + std::string(m)}); it != at.end())
+          dpdk.push_back(it->second);
     if (dpdk.empty() || others.empty()) continue;
     for (const char* field : {"lat_p50_us", "cpu_us_per_msg"}) {
       std::fprintf(out,
@@ -114,12 +120,12 @@ void print_comparison(FILE* out, const json& records) {
                    "ratio, same mode [other's spin]\n",
                    w.c_str(), static_cast<unsigned long long>(size),
                    std::string(field) == "lat_p50_us" ? "p50 latency us" : "CPU us per message");
-      std::fprintf(out, "%-8s %9s", "mode", "dpdk");
+      std::fprintf(out, "%-12s %9s", "mode", "dpdk");
       for (const auto& g : others) std::fprintf(out, "  %-19s", g.c_str());
       std::fprintf(out, "\n");
       for (const json* d : dpdk) {
-        std::string mode = d->value("mode", "");
-        std::fprintf(out, "%-8s %9s", mode.c_str(), num((*d)[field]).c_str());
+        std::string mode = mode_label(*d);
+        std::fprintf(out, "%-12s %9s", mode.c_str(), num((*d)[field]).c_str());
         double dv = (*d)[field].is_number() ? (*d)[field].get<double>() : NAN;
         for (const auto& g : others) {
           auto ratio = [&](const std::string& m) -> std::string {
@@ -227,7 +233,7 @@ std::string write_plots(const std::string& base, const std::string& fmt, const j
       continue;
     scatter[w][group_name(r)] += std::to_string(r["lat_p50_us"].get<double>()) + " " +
                                  std::to_string(r["cpu_us_per_msg"].get<double>()) + " " +
-                                 r.value("mode", "") + "\n";
+                                 mode_label(r) + "\n";
   }
   std::map<std::string, std::string> scatter_block;
   int sb = 0;
@@ -258,7 +264,7 @@ std::string write_plots(const std::string& base, const std::string& fmt, const j
       bool first = true;
       for (const json* r : cdf[g]) {
         f << (first ? "" : ", ") << "$c" << block_of[r] << " using 1:2 with lines lw 2 title '"
-          << r->value("mode", "") << "'";
+          << mode_label(*r) << "'";
         first = false;
       }
       f << "\n";

@@ -20,15 +20,14 @@ namespace {
 
 // The record fields as documented in the README ("dpfab-bench" section).
 const char* const kDocumentedFields[] = {
-    "workload",       "provider",    "prov_name",    "fabric",
-    "domain",         "ep_type",     "mode",         "size",
-    "status",         "error",       "latency_kind", "iterations",
-    "messages",       "lost",        "duration_s",   "lat_min_us",
-    "lat_p50_us",     "lat_p90_us",  "lat_p99_us",   "lat_p999_us",
-    "lat_max_us",     "lat_mean_us", "msg_rate",     "bandwidth_mbps",
-    "cpu_user_s",     "cpu_sys_s",   "cpu_s",        "cpu_us_per_msg",
-    "vcsw",           "ivcsw",       "wakeups",      "wakeups_per_msg",
-    "missed_wakeups", "client",      "server",       "cdf_us"};
+    "workload",    "provider",     "prov_name",       "fabric",         "domain",
+    "ep_type",     "mode",         "wait_on",         "size",           "status",
+    "error",       "latency_kind", "iterations",      "messages",       "lost",
+    "duration_s",  "lat_min_us",   "lat_p50_us",      "lat_p90_us",     "lat_p99_us",
+    "lat_p999_us", "lat_max_us",   "lat_mean_us",     "msg_rate",       "bandwidth_mbps",
+    "cpu_user_s",  "cpu_sys_s",    "cpu_s",           "cpu_us_per_msg", "vcsw",
+    "ivcsw",       "wakeups",      "wakeups_per_msg", "missed_wakeups", "client",
+    "server",      "cdf_us"};
 const char* const kSideFields[] = {"cpu_user_s", "cpu_sys_s", "vcsw",
                                    "ivcsw",      "wakeups",   "missed_wakeups"};
 const char* const kModes[] = {"spin",    "sread", "fd",    "pollfd", "waitset",
@@ -44,11 +43,13 @@ class BenchTest : public ::testing::Test {
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
     // Brief: one size, 50 ms timed window, short waits so that modes whose wake-ups depend on
-    // the benchmark's timeout (manual progress) stay quick; all modes and workloads.
-    std::string cmd = std::string("timeout 240 ") + bench +
-                      " -p dpdk,udp -s 64 -d 0.05 --warmup 10 --timeout-ms 200 --gap-us 500"
-                      " --stall-s 60 -o " +
-                      dir_ + " --name run 2>" + dir_ + "/stderr.txt";
+    // the benchmark's timeout (manual progress) stay quick; all modes and workloads, each
+    // waiting on the CQ and on a counter.
+    std::string cmd =
+        std::string("timeout 240 ") + bench +
+        " -p dpdk,udp --wait-on cq,cntr -s 64 -d 0.05 --warmup 10 --timeout-ms 200 --gap-us 500"
+        " --stall-s 60 -o " +
+        dir_ + " --name run 2>" + dir_ + "/stderr.txt";
     FILE* p = popen(cmd.c_str(), "r");
     ASSERT_NE(p, nullptr);
     char buf[4096];
@@ -80,7 +81,8 @@ json BenchTest::doc_;
 
 std::string label(const json& r) {
   return r.value("provider", "?") + "/" + r.value("ep_type", "?") + " " + r.value("mode", "?") +
-         " " + r.value("workload", "?") + " " + std::to_string(r.value("size", 0));
+         " on " + r.value("wait_on", "?") + " " + r.value("workload", "?") + " " +
+         std::to_string(r.value("size", 0));
 }
 
 }  // namespace
@@ -108,13 +110,16 @@ TEST_F(BenchTest, EveryRecordHasTheDocumentedFields) {
 
 TEST_F(BenchTest, EveryModeAndWorkloadIsReportedForEachProviderNeverSkippedSilently) {
   for (std::string prov : {"dpdk", "udp"}) {
-    for (const char* m : kModes) {
-      for (const char* w : kWorkloads) {
-        int n = 0;
-        for (const auto& r : doc_["records"])
-          n += r.value("provider", "") == prov && r.value("mode", "") == m &&
-               r.value("workload", "") == w && r.value("ep_type", "") == "dgram";
-        EXPECT_EQ(n, 1) << prov << " " << m << " " << w;
+    for (std::string on : {"cq", "cntr"}) {
+      for (const char* m : kModes) {
+        for (const char* w : kWorkloads) {
+          int n = 0;
+          for (const auto& r : doc_["records"])
+            n += r.value("provider", "") == prov && r.value("mode", "") == m &&
+                 r.value("workload", "") == w && r.value("ep_type", "") == "dgram" &&
+                 r.value("wait_on", "") == on;
+          EXPECT_EQ(n, 1) << prov << " " << on << " " << m << " " << w;
+        }
       }
     }
   }
@@ -190,7 +195,7 @@ TEST_F(BenchTest, EverySupportedModeProducedFigures) {
       EXPECT_EQ(r["wakeups"].get<uint64_t>(), 0u) << "busy modes never sleep";
     }
   }
-  EXPECT_GE(ok, 27) << "all of dpdk's 9 modes x 3 workloads at least";
+  EXPECT_GE(ok, 54) << "all of dpdk's 9 modes x 3 workloads x (cq, cntr) at least";
 }
 
 TEST_F(BenchTest, TheRunWritesJsonCsvAndPlotsAndSaysWhereTheyWent) {
