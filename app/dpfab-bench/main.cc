@@ -21,6 +21,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -395,7 +396,9 @@ int orchestrate(const Options& o, const std::string& out_dir, std::string name,
     return 1;
   }
   if (name.empty()) name = "dpfab-bench-" + stamp_now();
-  std::string base = out_dir + "/" + name;
+  char real_out[PATH_MAX];
+  std::string base =
+      (realpath(out_dir.c_str(), real_out) ? std::string(real_out) : out_dir) + "/" + name;
   char tmpl[] = "/tmp/dpfab-bench.XXXXXX";
   if (!mkdtemp(tmpl)) {
     std::fprintf(stderr, "dpfab-bench: mkdtemp: %s\n", std::strerror(errno));

@@ -59,6 +59,7 @@ std::string shorten(std::string s, size_t n) {
 }  // namespace
 
 void print_table(FILE* out, const json& records) {
+  bool missed = false;
   for (auto w : kWorkloadNames) {
     bool header = false;
     for (const auto& r : records) {
@@ -89,9 +90,18 @@ void print_table(FILE* out, const json& records) {
       if (!ok(r))
         std::fprintf(out, "  %s: %s", r.value("status", "").c_str(),
                      shorten(r.value("error", ""), 60).c_str());
+      if (r["missed_wakeups"].is_number() && r["missed_wakeups"].get<uint64_t>() > 0) {
+        std::fprintf(out, " *");
+        missed = true;
+      }
       std::fprintf(out, "\n");
     }
   }
+  if (missed)
+    std::fprintf(out,
+                 "\n* missed wake-ups: a blocked wait was ended by the benchmark's timeout "
+                 "(--timeout-ms; the server's slice), not by the provider, although a completion "
+                 "was ready: the latency is that bound, not the mode's (README, dpfab-bench).\n");
 }
 
 void print_comparison(FILE* out, const json& records) {
@@ -133,8 +143,14 @@ void print_comparison(FILE* out, const json& records) {
             if (it == at.end() || !(*it->second)[field].is_number()) return "n/a";
             double ov = (*it->second)[field].get<double>();
             if (ov <= 0 || std::isnan(dv)) return "n/a";
+            double q = dv / ov;
             char b[32];
-            std::snprintf(b, sizeof(b), "x%.3g", dv / ov);
+            std::snprintf(b, sizeof(b),
+                          q >= 100   ? "x%.0f"
+                          : q >= 10  ? "x%.1f"
+                          : q >= 0.1 ? "x%.2f"
+                                     : "x%.3f",
+                          q);
             return b;
           };
           std::string cell = ratio(mode) + " [" + ratio("spin") + "]";
