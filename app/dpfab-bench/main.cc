@@ -376,6 +376,9 @@ ProviderRun run_provider(const Options& o, const std::string& provider, const st
   return run;
 }
 
+int report(const json& doc, const std::string& base, const std::string& plot, bool table,
+           bool write_json);
+
 int orchestrate(const Options& o, const std::string& out_dir, std::string name,
                 const std::string& plot, double stall_s, bool table, const std::string& netns_pmd) {
   std::string exe = self_exe();
@@ -452,9 +455,17 @@ int orchestrate(const Options& o, const std::string& out_dir, std::string name,
   doc["elapsed_s"] = static_cast<double>(now_ns() - t0) * 1e-9;
   doc["host"]["loadavg_end"] = loadavg();
   doc["records"] = records;
+  return report(doc, base, plot, table, true);
+}
 
+// Writes the JSON (when write_json), the CSV and the plots of doc next to `base`, prints the
+// table, the comparison and where everything went. Returns the exit code: 0 when some record is
+// ok.
+int report(const json& doc, const std::string& base, const std::string& plot, bool table,
+           bool write_json) {
+  const json& records = doc["records"];
   std::vector<std::string> written;
-  {
+  if (write_json) {
     std::ofstream f(base + ".json");
     f << doc.dump(1) << "\n";
     if (!f) {
@@ -483,7 +494,7 @@ int orchestrate(const Options& o, const std::string& out_dir, std::string name,
     (s == "ok" ? ok : s == "unsupported" ? unsupported : errors)++;
   }
   std::printf("\n%zu records (%zu ok, %zu unsupported, %zu errors) in %s\n", records.size(), ok,
-              unsupported, errors, fmt_secs(doc["elapsed_s"].get<double>()).c_str());
+              unsupported, errors, fmt_secs(doc.value("elapsed_s", 0.0)).c_str());
   if (!plot_error.empty()) std::printf("plot: %s\n", plot_error.c_str());
   for (const auto& w : written) {
     const char* what = w.ends_with(".json")                   ? "JSON"
@@ -510,7 +521,7 @@ int main(int argc, char** argv) {
   int events_fd = -1;
   double stall_s = 60;
   bool no_table = false;
-  std::string netns;
+  std::string netns, from_json;
   app.add_option("-p,--providers", o.providers, "providers to compare")
       ->delimiter(',')
       ->capture_default_str();
@@ -566,6 +577,10 @@ int main(int argc, char** argv) {
   app.add_option("--stall-s", stall_s, "kill a provider's pair after this long without progress")
       ->capture_default_str();
   app.add_flag("--no-table", no_table, "do not print the table");
+  app.add_option("--from-json", from_json,
+                 "measure nothing: print the table of a run's JSON file and write its CSV and "
+                 "plots next to it")
+      ->check(CLI::ExistingFile);
   app.add_option("--netns", netns,
                  "run each pair in two network namespaces joined by veth (root), dpdk on this "
                  "PMD; socket providers use the veth too")
@@ -583,6 +598,17 @@ int main(int argc, char** argv) {
     if (j.is_discarded()) return 2;
     Options po = j.get<Options>();
     return role == "server" ? run_server(po, oob) : run_client(po, oob, events_fd);
+  }
+  if (!from_json.empty()) {
+    std::ifstream f(from_json);
+    json doc = json::parse(f, nullptr, false);
+    if (doc.is_discarded() || !doc.contains("records")) {
+      std::fprintf(stderr, "dpfab-bench: %s is not a dpfab-bench JSON file\n", from_json.c_str());
+      return 2;
+    }
+    std::string base =
+        from_json.ends_with(".json") ? from_json.substr(0, from_json.size() - 5) : from_json;
+    return report(doc, base, plot, !no_table, false);
   }
   std::string err;
   if (!parse_sizes(sizes, &o.sizes, &err)) {

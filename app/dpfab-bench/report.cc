@@ -149,7 +149,7 @@ void print_comparison(FILE* out, const json& records) {
                           q >= 100   ? "x%.0f"
                           : q >= 10  ? "x%.1f"
                           : q >= 0.1 ? "x%.2f"
-                                     : "x%.3f",
+                                     : "x%.2g",
                           q);
             return b;
           };
@@ -299,12 +299,14 @@ std::string write_plots(const std::string& base, const std::string& fmt, const j
     for (auto& [w, gs] : scatter) {
       f << "set title '" << w << "'\nplot ";
       bool first = true;
-      int pt = 5;
+      int pt = 5, lt = 1;  // one point type and colour per provider/ep, labels in its colour
       for (auto& [g, rows] : gs) {
         std::string b = scatter_block[w + "|" + g];
-        f << (first ? "" : ", ") << b << " using 1:2 with points pt " << pt++ << " ps 1.5 title '"
-          << g << "', " << b << " using 1:2:3 with labels offset char 0.6,0.6 font ',8' left "
-          << "notitle";
+        f << (first ? "" : ", ") << b << " using 1:2 with points pt " << pt++ << " ps 1.5 lt " << lt
+          << " title '" << g << "', " << b
+          << " using 1:2:3 with labels offset char 0.6,0.6 font ',8' left textcolor lt " << lt
+          << " notitle";
+        lt++;
         first = false;
       }
       f << "\n";
