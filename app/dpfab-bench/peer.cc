@@ -469,10 +469,11 @@ int run_server(const Options& o, const std::string& oob_path) {
       ep = std::make_unique<Endpoint>();
       std::string ep_type = msg->value("ep", ""), why;
       InfoPtr info = choose_info(provider, ep_type, o.layered, o.iface, &why);
-      std::string e = info ? ep->open(info.get(), *parse_mode(msg->value("mode", "spin")),
-                                      msg->value("buf", size_t{kMinSize}),
-                                      msg->value("wait_on", "cq") == "cntr")
-                           : why;
+      std::string e =
+          info
+              ? ep->open(info.get(), parse_mode(msg->value("mode", "spin")).value_or(Mode::kSpin),
+                         msg->value("buf", size_t{kMinSize}), msg->value("wait_on", "cq") == "cntr")
+              : why;
       std::string name;
       if (e.empty()) e = ep->local_name(&name, ep_type == "msg");
       json r = reply(e);
