@@ -50,6 +50,15 @@ uint64_t first_size(const json& records) {
   return 0;
 }
 
+// One colour per mode in every panel (dashed when it waited on a counter).
+std::string mode_style(const json& r) {
+  static const char* const colours[] = {"#9400d3", "#009e73", "#56b4e9", "#e69f00", "#c8b400",
+                                        "#0072b2", "#e51e10", "#000000", "#8b4513"};
+  auto m = parse_mode(r.value("mode", ""));
+  std::string c = colours[m ? static_cast<int>(*m) : 7];
+  return "lc rgb '" + c + "' dt " + (r.value("wait_on", "cq") == "cntr" ? "2" : "1");
+}
+
 std::string shorten(std::string s, size_t n) {
   for (auto& c : s)
     if (c == '\n') c = ' ';
@@ -279,8 +288,8 @@ std::string write_plots(const std::string& base, const std::string& fmt, const j
       f << "set title '" << g << "'\nplot ";
       bool first = true;
       for (const json* r : cdf[g]) {
-        f << (first ? "" : ", ") << "$c" << block_of[r] << " using 1:2 with lines lw 2 title '"
-          << mode_label(*r) << "'";
+        f << (first ? "" : ", ") << "$c" << block_of[r] << " using 1:2 with lines lw 2 "
+          << mode_style(*r) << " title '" << mode_label(*r) << "'";
         first = false;
       }
       f << "\n";
