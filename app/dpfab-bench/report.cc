@@ -1,0 +1,337 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "report.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "peer.h"
+
+namespace dpfab::bench {
+
+namespace {
+
+std::string num(const json& v) {
+  if (!v.is_number()) return "-";
+  char b[32];
+  if (v.is_number_integer()) {
+    std::snprintf(b, sizeof(b), "%lld", v.get<long long>());
+    return b;
+  }
+  double d = v.get<double>();
+  if (d != 0 && std::fabs(d) < 10)
+    std::snprintf(b, sizeof(b), "%.2f", d);
+  else if (std::fabs(d) < 1000)
+    std::snprintf(b, sizeof(b), "%.1f", d);
+  else
+    std::snprintf(b, sizeof(b), "%.0f", d);
+  return b;
+}
+
+std::string group_name(const json& r) {
+  return r.value("provider", "") + "/" + r.value("ep_type", "");
+}
+
+bool ok(const json& r) { return r.value("status", "") == "ok"; }
+
+// The mode as the table and plots show it: "fd", or "cntr-fd" when it waited on a counter.
+std::string mode_label(const json& r) {
+  return (r.value("wait_on", "cq") == "cntr" ? "cntr-" : "") + r.value("mode", "");
+}
+
+// The first size of the run (the plots and the comparison use it).
+uint64_t first_size(const json& records) {
+  for (const auto& r : records) return r.value("size", uint64_t{0});
+  return 0;
+}
+
+// One colour per mode in every panel (dashed when it waited on a counter).
+std::string mode_style(const json& r) {
+  static const char* const colours[] = {"#9400d3", "#009e73", "#56b4e9", "#e69f00", "#c8b400",
+                                        "#0072b2", "#e51e10", "#000000", "#8b4513"};
+  auto m = parse_mode(r.value("mode", ""));
+  std::string c = colours[m ? static_cast<int>(*m) : 7];
+  return "lc rgb '" + c + "' dt " + (r.value("wait_on", "cq") == "cntr" ? "2" : "1");
+}
+
+std::string shorten(std::string s, size_t n) {
+  for (auto& c : s)
+    if (c == '\n') c = ' ';
+  return s.size() <= n ? s : s.substr(0, n - 3) + "...";
+}
+
+}  // namespace
+
+void print_table(FILE* out, const json& records) {
+  bool missed = false;
+  for (auto w : kWorkloadNames) {
+    bool header = false;
+    for (const auto& r : records) {
+      if (r.value("workload", "") != w) continue;
+      if (!header) {
+        const char* kind = w == "pingpong" ? "half round trip"
+                           : w == "stream" ? "time of one window (send to credit)"
+                                           : "one-way wake-up after an idle gap";
+        std::fprintf(out, "\n== %s (latency in us: %s)\n", std::string(w).c_str(), kind);
+        std::fprintf(out, "%-14s %-12s %6s %8s %8s %8s %8s %8s %9s %8s %7s %7s %7s %6s\n",
+                     "provider/ep", "mode", "size", "p50", "p90", "p99", "p99.9", "max", "msg/s",
+                     "cpu_us/m", "vcsw", "ivcsw", "wakeups", "missed");
+        header = true;
+      }
+      std::fprintf(out, "%-14s %-12s %6llu ", group_name(r).c_str(), mode_label(r).c_str(),
+                   static_cast<unsigned long long>(r.value("size", uint64_t{0})));
+      if (!r["lat_p50_us"].is_number()) {
+        std::fprintf(out, "%s: %s\n", r.value("status", "").c_str(),
+                     shorten(r.value("error", ""), 90).c_str());
+        continue;
+      }
+      std::fprintf(out, "%8s %8s %8s %8s %8s %9s %8s %7s %7s %7s %6s", num(r["lat_p50_us"]).c_str(),
+                   num(r["lat_p90_us"]).c_str(), num(r["lat_p99_us"]).c_str(),
+                   num(r["lat_p999_us"]).c_str(), num(r["lat_max_us"]).c_str(),
+                   num(r["msg_rate"]).c_str(), num(r["cpu_us_per_msg"]).c_str(),
+                   num(r["vcsw"]).c_str(), num(r["ivcsw"]).c_str(), num(r["wakeups"]).c_str(),
+                   num(r["missed_wakeups"]).c_str());
+      if (!ok(r))
+        std::fprintf(out, "  %s: %s", r.value("status", "").c_str(),
+                     shorten(r.value("error", ""), 60).c_str());
+      if (r["missed_wakeups"].is_number() && r["missed_wakeups"].get<uint64_t>() > 0) {
+        std::fprintf(out, " *");
+        missed = true;
+      }
+      std::fprintf(out, "\n");
+    }
+  }
+  if (missed)
+    std::fprintf(out,
+                 "\n* missed wake-ups: a blocked wait was ended by the benchmark's timeout "
+                 "(--timeout-ms; the server's slice), not by the provider, although a completion "
+                 "was ready: the latency is that bound, not the mode's (README, dpfab-bench).\n");
+}
+
+void print_comparison(FILE* out, const json& records) {
+  uint64_t size = first_size(records);
+  for (std::string w : {"pingpong", "wakeup"}) {
+    // (group, mode) -> record, for this workload and size.
+    std::map<std::pair<std::string, std::string>, const json*> at;
+    std::vector<std::string> others;
+    for (const auto& r : records) {
+      if (r.value("workload", "") != w || r.value("size", uint64_t{0}) != size || !ok(r)) continue;
+      at[{group_name(r), mode_label(r)}] = &r;
+      std::string g = group_name(r);
+      if (r.value("provider", "") != "dpdk" &&
+          std::find(others.begin(), others.end(), g) == others.end())
+        others.push_back(g);
+    }
+    std::vector<const json*> dpdk;
+    for (std::string prefix : {"", "cntr-"})
+      for (auto m : kModeNames)
+        if (auto it = at.find({"dpdk/dgram", prefix + std::string(m)}); it != at.end())
+          dpdk.push_back(it->second);
+    if (dpdk.empty() || others.empty()) continue;
+    for (const char* field : {"lat_p50_us", "cpu_us_per_msg"}) {
+      std::fprintf(out,
+                   "\n== dpdk/dgram vs stock, %s %llu B, %s: dpdk value and dpdk/other "
+                   "ratio, same mode [other's spin]\n",
+                   w.c_str(), static_cast<unsigned long long>(size),
+                   std::string(field) == "lat_p50_us" ? "p50 latency us" : "CPU us per message");
+      std::fprintf(out, "%-12s %9s", "mode", "dpdk");
+      for (const auto& g : others) std::fprintf(out, "  %-19s", g.c_str());
+      std::fprintf(out, "\n");
+      for (const json* d : dpdk) {
+        std::string mode = mode_label(*d);
+        std::fprintf(out, "%-12s %9s", mode.c_str(), num((*d)[field]).c_str());
+        double dv = (*d)[field].is_number() ? (*d)[field].get<double>() : NAN;
+        for (const auto& g : others) {
+          auto ratio = [&](const std::string& m) -> std::string {
+            auto it = at.find({g, m});
+            if (it == at.end() || !(*it->second)[field].is_number()) return "n/a";
+            double ov = (*it->second)[field].get<double>();
+            if (ov <= 0 || std::isnan(dv)) return "n/a";
+            double q = dv / ov;
+            char b[32];
+            std::snprintf(b, sizeof(b),
+                          q >= 100   ? "x%.0f"
+                          : q >= 10  ? "x%.1f"
+                          : q >= 0.1 ? "x%.2f"
+                                     : "x%.2g",
+                          q);
+            return b;
+          };
+          std::string cell = ratio(mode) + " [" + ratio("spin") + "]";
+          std::fprintf(out, "  %-19s", cell.c_str());
+        }
+        std::fprintf(out, "\n");
+      }
+    }
+  }
+}
+
+std::string write_csv(const std::string& path, const json& records) {
+  std::ofstream f(path);
+  if (!f) return "cannot write " + path;
+  auto cell = [](const json& v) -> std::string {
+    if (v.is_null()) return "";
+    if (v.is_string()) {
+      std::string s = v.get<std::string>(), q = "\"";
+      for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+      return q + "\"";
+    }
+    return v.dump();
+  };
+  const char* side_fields[] = {"cpu_user_s", "cpu_sys_s", "vcsw",
+                               "ivcsw",      "wakeups",   "missed_wakeups"};
+  bool first = true;
+  for (size_t i = 0; i < kRecordFieldCount; i++) {
+    std::string k = kRecordFields[i];
+    if (k == "cdf_us") continue;
+    if (k == "client" || k == "server") {
+      for (auto sf : side_fields) f << (first ? "" : ",") << k << "_" << sf, first = false;
+      continue;
+    }
+    f << (first ? "" : ",") << k;
+    first = false;
+  }
+  f << "\n";
+  for (const auto& r : records) {
+    first = true;
+    for (size_t i = 0; i < kRecordFieldCount; i++) {
+      std::string k = kRecordFields[i];
+      if (k == "cdf_us") continue;
+      if (k == "client" || k == "server") {
+        for (auto sf : side_fields) {
+          const json& s = r[k];
+          f << (first ? "" : ",") << (s.is_object() && s.contains(sf) ? cell(s[sf]) : "");
+          first = false;
+        }
+        continue;
+      }
+      f << (first ? "" : ",") << cell(r.value(k, json(nullptr)));
+      first = false;
+    }
+    f << "\n";
+  }
+  return f ? "" : "error writing " + path;
+}
+
+std::string write_plots(const std::string& base, const std::string& fmt, const json& records,
+                        std::vector<std::string>* files) {
+  uint64_t size = first_size(records);
+  std::string term = fmt == "png"
+                         ? "pngcairo size 1600,1000 font 'sans,10'"
+                         : "svg size 1600,1000 dynamic font 'sans,10' background '#ffffff'";
+  std::string gp = base + ".gp";
+  std::ofstream f(gp);
+  if (!f) return "cannot write " + gp;
+
+  // CDF: one panel per provider/endpoint type, one curve per mode (pingpong, first size).
+  std::vector<std::string> groups;
+  std::map<std::string, std::vector<const json*>> cdf;
+  for (const auto& r : records) {
+    if (r.value("workload", "") != "pingpong" || r.value("size", uint64_t{0}) != size ||
+        !r["cdf_us"].is_array())
+      continue;
+    std::string g = group_name(r);
+    if (!cdf.count(g)) groups.push_back(g);
+    cdf[g].push_back(&r);
+  }
+  int block = 0;
+  std::map<const json*, int> block_of;
+  for (const auto& g : groups)
+    for (const json* r : cdf[g]) {
+      f << "$c" << block << " << EOD\n";
+      const auto& c = (*r)["cdf_us"];
+      for (size_t q = 0; q < c.size(); q++) f << c[q].get<double>() << " " << q / 100.0 << "\n";
+      f << "EOD\n";
+      block_of[r] = block++;
+    }
+  // Scatter: one point per (provider/ep, mode): x = p50 latency, y = CPU us per message.
+  std::map<std::string, std::map<std::string, std::string>> scatter;  // workload -> group -> rows
+  for (const auto& r : records) {
+    std::string w = r.value("workload", "");
+    if ((w != "pingpong" && w != "wakeup") || r.value("size", uint64_t{0}) != size ||
+        !r["lat_p50_us"].is_number() || !r["cpu_us_per_msg"].is_number())
+      continue;
+    scatter[w][group_name(r)] += std::to_string(r["lat_p50_us"].get<double>()) + " " +
+                                 std::to_string(r["cpu_us_per_msg"].get<double>()) + " " +
+                                 mode_label(r) + "\n";
+  }
+  std::map<std::string, std::string> scatter_block;
+  int sb = 0;
+  for (auto& [w, gs] : scatter)
+    for (auto& [g, rows] : gs) {
+      std::string name = "$s" + std::to_string(sb++);
+      f << name << " << EOD\n" << rows << "EOD\n";
+      scatter_block[w + "|" + g] = name;
+    }
+  if (groups.empty() && scatter.empty()) return "no figures to plot";
+
+  std::string ext = fmt == "png" ? "png" : "svg";
+  f << "set terminal " << term << "\n";
+  f << "set grid\nset key bottom right\n";
+  if (!groups.empty()) {
+    std::string out = base + "-cdf." + ext;
+    files->push_back(out);
+    int cols = groups.size() > 4 ? 3 : static_cast<int>(std::min<size_t>(groups.size(), 2));
+    int rows = static_cast<int>((groups.size() + cols - 1) / cols);
+    f << "set output '" << out << "'\n";
+    f << "set multiplot layout " << rows << "," << cols
+      << " title 'dpfab-bench: pingpong latency CDF, " << size
+      << " B (half round trip; x log scale)'\n";
+    f << "set logscale x\nset xlabel 'latency (us)'\nset ylabel 'fraction of iterations'\n";
+    f << "set yrange [0:1]\n";
+    for (const auto& g : groups) {
+      f << "set title '" << g << "'\nplot ";
+      bool first = true;
+      for (const json* r : cdf[g]) {
+        f << (first ? "" : ", ") << "$c" << block_of[r] << " using 1:2 with lines lw 2 "
+          << mode_style(*r) << " title '" << mode_label(*r) << "'";
+        first = false;
+      }
+      f << "\n";
+    }
+    f << "unset multiplot\nunset yrange\nset autoscale y\n";
+  }
+  if (!scatter.empty()) {
+    std::string out = base + "-cpu." + ext;
+    files->push_back(out);
+    f << "set output '" << out << "'\n";
+    f << "set multiplot layout 1," << scatter.size()
+      << " title 'dpfab-bench: CPU per message against p50 latency, " << size
+      << " B (both processes; log-log)'\n";
+    f << "set logscale xy\nset xlabel 'p50 latency (us)'\nset ylabel 'CPU us per message'\n";
+    f << "set key top left\nset offsets graph 0.02, graph 0.12, graph 0.05, graph 0.05\n";
+    for (auto& [w, gs] : scatter) {
+      f << "set title '" << w << "'\nplot ";
+      bool first = true;
+      int pt = 5, lt = 1;  // one point type and colour per provider/ep, labels in its colour
+      for (auto& [g, rows] : gs) {
+        std::string b = scatter_block[w + "|" + g];
+        f << (first ? "" : ", ") << b << " using 1:2 with points pt " << pt++ << " ps 1.5 lt " << lt
+          << " title '" << g << "', " << b
+          << " using 1:2:3 with labels offset char 0.6,0.6 font ',8' left textcolor lt " << lt
+          << " notitle";
+        lt++;
+        first = false;
+      }
+      f << "\n";
+    }
+    f << "unset multiplot\n";
+  }
+  f.close();
+  std::string cmd = "gnuplot '" + gp + "' 2>'" + base + "-gnuplot.log'";
+  int rc = std::system(cmd.c_str());
+  if (rc != 0) {
+    files->clear();
+    return "gnuplot failed (see " + base + "-gnuplot.log; script " + gp + ")";
+  }
+  unlink((base + "-gnuplot.log").c_str());
+  files->push_back(gp);
+  return "";
+}
+
+}  // namespace dpfab::bench
