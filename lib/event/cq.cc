@@ -235,6 +235,11 @@ ssize_t Cq::peek_state() noexcept {
 
 ssize_t Cq::read(void* buf, size_t count, fi_addr_t* src) noexcept {
   if (count && !buf) return -FI_EINVAL;
+  // Empty (the common case of a busy-polling reader): nothing to take, so no lock. Error entries
+  // are in the ring too, so an empty ring has none. An empty observation is as good as one made
+  // under the lock: it is what a reader serialised just before a producer's enqueue sees.
+  if (ring_count_acquire(ring_.get()) == 0)
+    return overrun_.load(std::memory_order_acquire) ? -FI_EAVAIL : -FI_EAGAIN;
   std::lock_guard lock(consumer_mutex_);
   if (count == 0) return peek_state();
   switch (format_) {
