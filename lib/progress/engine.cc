@@ -13,6 +13,8 @@
 #include <map>
 #include <mutex>
 
+#include "progress/wakeup.h"
+
 namespace dpfab::progress {
 namespace {
 
@@ -110,6 +112,7 @@ uint16_t PortEngine::transmit(rte_mbuf** frames, uint16_t n) noexcept {
   tx_lock_.store(false, std::memory_order_release);
   stats_.tx_frames.fetch_add(sent, std::memory_order_relaxed);
   if (sent != n) stats_.tx_full.fetch_add(1, std::memory_order_relaxed);
+  on_transmit(port_id_);  // a parked lcore comes back: the answer is likely on its way
   return sent;
 }
 
@@ -204,6 +207,7 @@ void PortEngine::tick_neighbours() noexcept {
   }
   // Keep ticking on idle polls while a resolution is under way.
   neigh_pending_.store(n != 0 || neigh_.next_due_st() != UINT64_MAX, std::memory_order_relaxed);
+  timer_due_ns_.store(neigh_.next_due_st(), std::memory_order_relaxed);
 }
 
 std::optional<rte_ether_addr> PortEngine::resolve(uint32_t ipv4_be) noexcept {
@@ -211,6 +215,7 @@ std::optional<rte_ether_addr> PortEngine::resolve(uint32_t ipv4_be) noexcept {
   if (auto n = neigh_.lookup(ipv4_be); n && n->state == wire::NeighState::kReachable) return n->mac;
   neigh_.request_resolve(ipv4_be);
   neigh_pending_.store(true, std::memory_order_relaxed);
+  timer_due_ns_.store(0, std::memory_order_relaxed);  // due now: the next poll step sends it
   return std::nullopt;
 }
 
