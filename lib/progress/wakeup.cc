@@ -49,6 +49,8 @@ struct PortWatch {
       wakeups{0}, events{0}, rx_busy{0};
   std::atomic<int64_t> interval_ns{kIdlePollMinNs};
   // Wakeup-thread state.
+  rte_epoll_event fd_ev{};  // kFdOnly: the queue fd, level-triggered (see start_watch)
+  int queue_fd = -1;
   bool active = false;      // watched by the thread now
   bool intr_added = false;  // the queue fd is in the epoll set
   bool intr_enabled = false;
@@ -115,6 +117,7 @@ void unpark_owner(PortWatch& p, Cause why) noexcept {
 // completions notify() blocked consumers; a parked owner is unparked when anything came.
 void service(PortWatch& p, Cause why, int64_t now) noexcept {
   PortEngine* e = p.engine;
+  const uint16_t id = e->port()->info().port_id;
   const uint64_t rx0 = e->stats().rx_frames.load(std::memory_order_relaxed);
   uint64_t last = rx0;
   size_t events = 0;
@@ -125,6 +128,15 @@ void service(PortWatch& p, Cause why, int64_t now) noexcept {
     uint64_t rx = e->stats().rx_frames.load(std::memory_order_relaxed);
     if (rx == last && ev == 0) {
       busy = e->rx_busy();  // another thread holds the receive side: it may leave frames behind
+      // Virtio-style interrupts (event index) fire once per enable: re-enable after reading,
+      // then look once more for a frame that came in between (DPDK's l3fwd-power pattern).
+      if (!busy && p.intr_enabled && i + 1 < kMaxBurstsPerService) {
+        rte_eth_dev_rx_intr_enable(id, 0);
+        if (e->progress() || e->stats().rx_frames.load(std::memory_order_relaxed) != rx) {
+          last = e->stats().rx_frames.load(std::memory_order_relaxed);
+          continue;
+        }
+      }
       break;
     }
     last = rx;
@@ -153,7 +165,23 @@ void start_watch(Thread& t, PortWatch& p, uint16_t id, int64_t now) noexcept {
   p.active = true;
   p.watch_starts.fetch_add(1, std::memory_order_relaxed);
   if (p.intr != port::RxInterrupt::kNone && !p.intr_failed) {
-    if (!p.intr_added) {
+    if (!p.intr_added && p.intr == port::RxInterrupt::kFdOnly) {
+      // net_tap: the queue fd is the tap fd. DPDK would add it edge-triggered, but the PMD reads
+      // only after its SIGIO handler ran, which may come after epoll woke us: an edge consumed
+      // by a poll step that read nothing would strand the frame. Level-triggered, the fd keeps
+      // waking us until the frame is read.
+      p.queue_fd = rte_eth_dev_rx_intr_ctl_q_get_fd(id, 0);
+      p.fd_ev = {};
+      p.fd_ev.epdata.event = EPOLLIN;
+      p.fd_ev.epdata.data = &p;
+      p.intr_added =
+          p.queue_fd >= 0 && rte_epoll_ctl(t.epfd.get(), EPOLL_CTL_ADD, p.queue_fd, &p.fd_ev) == 0;
+      if (!p.intr_added) {
+        p.intr_failed = true;
+        DPFAB_WARN(FI_LOG_CORE, "port %u: cannot wait on its queue fd: polled while idle instead",
+                   id);
+      }
+    } else if (!p.intr_added) {
       int r = rte_eth_dev_rx_intr_ctl_q(id, 0, t.epfd.get(), RTE_INTR_EVENT_ADD, &p);
       p.intr_added = r == 0;
       if (r != 0) {
@@ -175,7 +203,10 @@ void start_watch(Thread& t, PortWatch& p, uint16_t id, int64_t now) noexcept {
 void stop_watch(PortWatch& p, uint16_t id) noexcept {
   if (p.intr_enabled) rte_eth_dev_rx_intr_disable(id, 0);
   p.intr_enabled = false;
-  if (p.intr_added) rte_eth_dev_rx_intr_ctl_q(id, 0, thread().epfd.get(), RTE_INTR_EVENT_DEL, &p);
+  if (p.intr_added && p.intr == port::RxInterrupt::kFdOnly)
+    rte_epoll_ctl(thread().epfd.get(), EPOLL_CTL_DEL, p.queue_fd, &p.fd_ev);
+  else if (p.intr_added)
+    rte_eth_dev_rx_intr_ctl_q(id, 0, thread().epfd.get(), RTE_INTR_EVENT_DEL, &p);
   p.intr_added = false;
   p.active = false;
   p.next_poll_ns = p.recheck_ns = kNever;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <dirent.h>
+#include <errno.h>
 #include <poll.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -67,7 +68,9 @@ inline bool read_line(int fd, std::string* out, int timeout_ms) {
     int64_t left = (end - mono_ns()) / 1'000'000;
     if (left < 0) return false;
     pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(left)) <= 0) return false;
+    int r = poll(&p, 1, static_cast<int>(left));
+    if (r < 0 && errno == EINTR) continue;  // net_tap raises SIGIO on every frame
+    if (r <= 0) return false;
     char c;
     if (read(fd, &c, 1) != 1) return false;
     if (c == '\n') return true;
@@ -179,7 +182,8 @@ class Peer {
           if (int r = take(e, seq)) return r;
           continue;
         }
-        if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT) continue;
+        // -FI_EINTR: a POSIX signal (net_tap's SIGIO) interrupted the wait.
+        if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT || n == -FI_EINTR) continue;
         return n == -FI_EAVAIL ? readerr() : static_cast<int>(n);
       }
       fid* f = &cq_->fid;

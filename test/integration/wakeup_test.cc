@@ -71,6 +71,7 @@ class Link {
       tap_[0] = "dpwk" + id + "a";
       tap_[1] = "dpwk" + id + "b";
       bridge_ = "dpwk" + id + "br";
+      sequential_ = true;
       for (int i = 0; i < 2; ++i) {
         env_[i].push_back("FI_DPDK_PORTS=net_tap" + std::to_string(i) + ",iface=" + tap_[i]);
         env_[i].push_back("FI_DPDK_IPV4=10.213." + std::to_string(getpid() % 250) + "." +
@@ -310,7 +311,12 @@ int reap(Child& c, int ms) {
   if (!link.sequential())
     for (int i = 0; i < 2; ++i)
       if (auto r = expect_line(c[i], "name", &names[i]); !r) return r;
-  if (auto e = link.join(); !e.empty()) return ::testing::AssertionFailure() << e;
+  if (auto e = link.join(); !e.empty()) {
+    std::string said[2];
+    for (int i = 0; i < 2; ++i) read_line(c[i].ctl, &said[i], 100);
+    return ::testing::AssertionFailure() << e << " (children said: '" << said[0] << "', '"
+                                         << said[1] << "')";
+  }
   for (int i = 0; i < 2; ++i) send_line(c[i].ctl, "peer " + names[1 - i]);
   for (int i = 0; i < 2; ++i)
     if (auto r = expect_line(c[i], "ready", nullptr); !r) return r;
