@@ -312,12 +312,12 @@ void add_u64(rte_tel_data* d, const std::string& k, uint64_t v) {
 int tel_stats(const char*, const char*, rte_tel_data* d) {
   WakeupStats s = wakeup_stats();
   rte_tel_data_start_dict(d);
-  add_u64(d, "wakeup.running", s.running);
-  add_u64(d, "wakeup.loops", s.loops);
-  add_u64(d, "wakeup.doorbells", s.doorbells);
-  add_u64(d, "wakeup.timer_fires", s.timer_fires);
+  add_u64(d, "wakeup_running", s.running);
+  add_u64(d, "wakeup_loops", s.loops);
+  add_u64(d, "wakeup_doorbells", s.doorbells);
+  add_u64(d, "wakeup_timer_fires", s.timer_fires);
   for (const auto& p : s.ports) {
-    std::string k = "port" + std::to_string(p.port_id) + ".";
+    std::string k = "port" + std::to_string(p.port_id) + "_";
     rte_tel_data_add_dict_string(d, (k + "name").c_str(), p.name.c_str());
     rte_tel_data_add_dict_string(d, (k + "rx_interrupt").c_str(), p.rx_interrupt.c_str());
     add_u64(d, k + "watched", p.watched);
@@ -333,7 +333,7 @@ int tel_stats(const char*, const char*, rte_tel_data* d) {
     rte_tel_data_add_dict_int(d, (k + "owner_lcore").c_str(), p.owner_lcore);
   }
   for (const auto& l : s.lcores) {
-    std::string k = "lcore" + std::to_string(l.lcore) + ".";
+    std::string k = "lcore" + std::to_string(l.lcore) + "_";
     add_u64(d, k + "parked", l.parked);
     add_u64(d, k + "busy_polls", l.busy_polls);
     add_u64(d, k + "idle_polls", l.idle_polls);
@@ -341,7 +341,7 @@ int tel_stats(const char*, const char*, rte_tel_data* d) {
     add_u64(d, k + "backouts", l.backouts);
     add_u64(d, k + "parked_us", l.parked_ns / 1000);
     for (size_t c = 0; c < kCauses; ++c)
-      add_u64(d, k + "unparks." + cause_name(static_cast<Cause>(c)), l.unparks[c]);
+      add_u64(d, k + "unparks_" + cause_name(static_cast<Cause>(c)), l.unparks[c]);
   }
   return 0;
 }

@@ -18,6 +18,8 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -76,6 +78,28 @@ inline bool read_line(int fd, std::string* out, int timeout_ms) {
     if (c == '\n') return true;
     *out += c;
   }
+}
+
+/// One DPDK telemetry query (the v2 socket of a running process): returns the JSON reply to
+/// `cmd`, or "" when the socket cannot be reached.
+inline std::string telemetry_query(const std::string& socket_path, const std::string& cmd) {
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::strncpy(sa.sun_path, socket_path.c_str(), sizeof(sa.sun_path) - 1);
+  std::string out;
+  std::vector<char> buf(1 << 16);
+  timeval tv{2, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0 &&
+      read(fd, buf.data(), buf.size()) > 0 &&  // the greeting: version, pid, max_output_len
+      write(fd, cmd.data(), cmd.size()) == static_cast<ssize_t>(cmd.size())) {
+    ssize_t n = read(fd, buf.data(), buf.size());
+    if (n > 0) out.assign(buf.data(), static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
 }
 
 class Peer {

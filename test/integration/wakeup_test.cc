@@ -76,7 +76,7 @@ class Link {
         env_[i].push_back("FI_DPDK_PORTS=net_tap" + std::to_string(i) + ",iface=" + tap_[i]);
         env_[i].push_back("FI_DPDK_IPV4=10.213." + std::to_string(getpid() % 250) + "." +
                           std::to_string(i + 1) + "/24");
-        env_[i].push_back("FI_DPDK_EAL_ARGS=" + base_eal_);
+        env_[i].push_back("FI_DPDK_EAL_ARGS=" + base_eal_ + " --file-prefix=" + prefix(i));
       }
     } else if (pmd() == "virtio") {
       sequential_ = true;
@@ -100,8 +100,8 @@ class Link {
         env_[i].push_back(std::string("FI_DPDK_PORTS=") + spec[i] + sock_ +
                           (i == 0 ? ",queues=1" : ""));
         env_[i].push_back("FI_DPDK_EAL_ARGS=--huge-dir=" + huge_dir_ +
-                          " --single-file-segments -m 64 --no-pci --file-prefix=dpwk" + id +
-                          (i == 0 ? "a" : "b") + " --log-level=*:warning");
+                          " --single-file-segments -m 64 --no-pci --file-prefix=" + prefix(i) +
+                          " --log-level=*:warning");
       }
     } else {
       sock_ = "/tmp/dpfab-wk-memif-" + id + ".sock";
@@ -109,7 +109,7 @@ class Link {
       for (int i = 0; i < 2; ++i) {
         env_[i].push_back(std::string("FI_DPDK_PORTS=net_memif0,role=") + role[i] +
                           ",socket-abstract=no,socket=" + sock_);
-        env_[i].push_back("FI_DPDK_EAL_ARGS=" + base_eal_);
+        env_[i].push_back("FI_DPDK_EAL_ARGS=" + base_eal_ + " --file-prefix=" + prefix(i));
       }
       sequential_ = true;
     }
@@ -127,6 +127,14 @@ class Link {
     if (!huge_dir_.empty()) rmdir(huge_dir_.c_str());
     if (raised_pages_) write_file("/proc/sys/vm/nr_hugepages", old_pages_);
     if (!sock_.empty()) unlink(sock_.c_str());
+    for (int i = 0; i < 2; ++i) sh("rm -rf /run/dpdk/" + prefix(i));  // EAL's runtime folders
+  }
+  /// Each process's EAL file prefix: its own runtime folder and telemetry socket.
+  static std::string prefix(int i) {
+    return "dpwk" + std::to_string(getpid() % 100000) + (i == 0 ? "a" : "b");
+  }
+  static std::string telemetry_socket(int i) {
+    return "/run/dpdk/" + prefix(i) + "/dpdk_telemetry.v2";
   }
   const std::string& error() const { return error_; }
   const std::vector<std::string>& env(int i) const { return env_[i]; }
@@ -342,6 +350,17 @@ TEST_P(Wakeup, IdleConsumersCostNoCpuAndTheFirstMessageAfterIdleArrives) {
     int64_t t0 = mono_ns();
     std::this_thread::sleep_for(std::chrono::milliseconds(kIdleWindowMs));
     int64_t cpu1[2] = {process_cpu_ns(c[0].pid), process_cpu_ns(c[1].pid)};
+    // dpdk-telemetry.py's protocol: the provider's statistics of the running, sleeping process.
+    for (int i = 0; i < 2; ++i) {
+      std::string stats = telemetry_query(Link::telemetry_socket(i), "/dpfab/stats");
+      EXPECT_NE(stats.find("\"port0_watched\":1"), std::string::npos)
+          << "process " << i << ": the port is not watched while its consumer sleeps: " << stats;
+      if (lcores) {
+        EXPECT_NE(stats.find("_parked\":1"), std::string::npos)
+            << "process " << i << ": its lcore is not parked: " << stats;
+      }
+      if (i == 0) std::printf("telemetry /dpfab/stats of process 0: %s\n", stats.c_str());
+    }
     double window = static_cast<double>(mono_ns() - t0);
     send_line(c[1].ctl, "resume");
     const double bound = pmd() == "memif" ? kMemifIdleCpuPct : kIdleCpuPct;
