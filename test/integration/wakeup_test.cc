@@ -147,8 +147,15 @@ class Link {
     if (bridge_.empty()) return "";
     if (sh("ip link add name " + bridge_ + " type bridge") != 0) return "ip link add bridge failed";
     write_file("/proc/sys/net/ipv6/conf/" + bridge_ + "/disable_ipv6", "1");
-    for (const auto& t : tap_) {
+    for (int i = 0; i < 2; ++i) {
+      const std::string& t = tap_[i];
       write_file("/proc/sys/net/ipv6/conf/" + t + "/disable_ipv6", "1");
+      // net_tap gives the kernel interface the port's own MAC; a bridge keeps a port's own MAC
+      // for itself (frames to it stay in the host), so the kernel side needs another one.
+      char mac[32];
+      std::snprintf(mac, sizeof(mac), "02:77:6b:%02x:%02x:%02x", (getpid() >> 8) & 0xff,
+                    getpid() & 0xff, i + 1);
+      if (sh("ip link set dev " + t + " address " + mac) != 0) return "setting the MAC of " + t;
       if (sh("ip link set dev " + t + " master " + bridge_) != 0) return "enslaving " + t;
       sh("ip link set dev " + t + " up");
     }
