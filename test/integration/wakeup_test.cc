@@ -368,6 +368,17 @@ TEST_P(Wakeup, IdleConsumersCostNoCpuAndTheFirstMessageAfterIdleArrives) {
       }
       if (i == 0) std::printf("telemetry /dpfab/stats of process 0: %s\n", stats.c_str());
     }
+    // dpfab-info --stats reads the same from outside (meson passes its path).
+    if (const char* info = std::getenv("DPFAB_INFO")) {
+      std::string cmd = std::string(info) + " --stats " + Link::prefix(1) + " 2>&1";
+      std::string out;
+      if (FILE* f = popen(cmd.c_str(), "r")) {
+        char line[512];
+        while (std::fgets(line, sizeof(line), f)) out += line;
+        pclose(f);
+      }
+      EXPECT_NE(out.find("port0_watched"), std::string::npos) << cmd << ":\n" << out;
+    }
     double window = static_cast<double>(mono_ns() - t0);
     send_line(c[1].ctl, "resume");
     const double bound = pmd() == "memif" ? kMemifIdleCpuPct : kIdleCpuPct;
