@@ -116,7 +116,7 @@ Woke WaitSet::wait_signal(const Deadline& d, uint32_t gen) noexcept {
 int WaitSet::wait(const Deadline& d) noexcept {
   for (;;) {
     const uint32_t gen = signal_ ? signal_->generation() : 0;  // before try_arm's re-check
-    if (try_arm() != FI_SUCCESS) return FI_SUCCESS;  // try_arm released the watch
+    if (try_arm() != FI_SUCCESS) return FI_SUCCESS;            // try_arm released the watch
     Woke w = wait_signal(d, gen);
     if (w == Woke::kRaised) continue;  // re-check through try_arm: stale raises are absorbed
     disarm();
