@@ -210,9 +210,10 @@ int main(int argc, char** argv) {
                 i.tx_desc);
     std::printf("    rx interrupt  %s\n", port::rx_interrupt_name(i.rx_interrupt));
     if (i.rx_interrupt == port::RxInterrupt::kNone)
-      std::printf("    idle wakeup   polled by the wakeup thread every 20-%lld us while its "
-                  "consumers sleep or its lcore is parked (FI_DPDK_IDLE_POLL_US)\n",
-                  static_cast<long long>(cfg->idle_poll_us));
+      std::printf(
+          "    idle wakeup   polled by the wakeup thread every 20-%lld us while its "
+          "consumers sleep or its lcore is parked (FI_DPDK_IDLE_POLL_US)\n",
+          static_cast<long long>(cfg->idle_poll_us));
     else
       std::printf("    idle wakeup   the wakeup thread sleeps on the %s: no CPU while idle\n",
                   i.rx_interrupt == port::RxInterrupt::kEnable ? "rx interrupt"

@@ -2,9 +2,9 @@
 #include "progress/lcores.h"
 
 #include <rdma/fi_errno.h>
+#include <rte_cycles.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
-#include <rte_cycles.h>
 #include <rte_pause.h>
 
 #include <atomic>
@@ -48,8 +48,8 @@ uint64_t activity(const Work& w) noexcept {
 // The park protocol L1-L6 (wakeup.h). Returns after an unpark, or at once when L4 found work.
 void park(Work& w) noexcept {
   Parker& pk = w.parker;
-  pk.drain();        // L1
-  pk.mark_parked();  // L2 (seq_cst)
+  pk.drain();                                           // L1
+  pk.mark_parked();                                     // L2 (seq_cst)
   for (uint16_t id : w.port_ids) watch_for_parked(id);  // L3: the wakeup thread watches
   // L4: poll once more; a consumer that polled, a frame or a send since L2 means back out.
   const uint64_t before = activity(w);
@@ -71,10 +71,10 @@ int loop(void* arg) {
   LcoreStats& st = w->parker.stats;
   const int64_t spin_ns = wakeup_config().spin_ns;
   const bool may_park = spin_ns >= 0 && wakeup_running();
-  const uint64_t spin_cycles =
-      may_park ? static_cast<uint64_t>(static_cast<double>(spin_ns) * 1e-9 *
-                                       static_cast<double>(rte_get_tsc_hz()))
-               : 0;
+  const uint64_t spin_cycles = may_park
+                                   ? static_cast<uint64_t>(static_cast<double>(spin_ns) * 1e-9 *
+                                                           static_cast<double>(rte_get_tsc_hz()))
+                                   : 0;
   uint64_t idle_since = rte_rdtsc();
   uint64_t seen = activity(*w);
   while (!g_stop.load(std::memory_order_relaxed)) {

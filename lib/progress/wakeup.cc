@@ -45,8 +45,8 @@ struct PortWatch {
   // Consumers of an lcore-owned port set it (seq_cst RMW); the lcore takes it once per window.
   alignas(64) std::atomic<bool> consumer_polled{false};
   // Statistics.
-  alignas(64) std::atomic<uint64_t> watch_starts{0}, doorbells{0}, interrupts{0}, idle_polls{0},
-      wakeups{0}, events{0}, rx_busy{0};
+  alignas(64) std::atomic<uint64_t> watch_starts{0}, doorbells{0}, interrupts{0},
+      idle_polls{0}, wakeups{0}, events{0}, rx_busy{0};
   std::atomic<int64_t> interval_ns{kIdlePollMinNs};
   // Wakeup-thread state.
   rte_epoll_event fd_ev{};  // kFdOnly: the queue fd, level-triggered (see start_watch)
@@ -366,7 +366,8 @@ const char* cause_name(Cause c) noexcept {
   return "?";
 }
 
-// ---- Parker ---------------------------------------------------------------------------------------
+// ---- Parker
+// ---------------------------------------------------------------------------------------
 
 Status Parker::init(unsigned lcore) noexcept {
   lcore_ = lcore;
@@ -446,8 +447,9 @@ Status start_wakeup(const std::vector<PortEngine*>& engines, const WakeupConfig&
   g_running.store(true, std::memory_order_release);
   if (!t.telemetry_registered) {
     t.telemetry_registered = true;
-    rte_telemetry_register_cmd("/dpfab/stats", tel_stats,
-                               "dpfab wakeup thread, port and lcore statistics. Takes no parameters");
+    rte_telemetry_register_cmd(
+        "/dpfab/stats", tel_stats,
+        "dpfab wakeup thread, port and lcore statistics. Takes no parameters");
   }
   DPFAB_INFO(FI_LOG_CORE, "wakeup thread started: %zu port(s), lcore spin %" PRId64 " us",
              t.ports.size(), cfg.spin_ns / 1000);
@@ -558,7 +560,8 @@ WakeupStats wakeup_stats() {
       PortWakeStats ps;
       ps.port_id = id;
       ps.name = p.engine ? p.engine->port()->info().name : "?";
-      ps.rx_interrupt = p.intr_failed ? "none (polled while idle)" : port::rx_interrupt_name(p.intr);
+      ps.rx_interrupt =
+          p.intr_failed ? "none (polled while idle)" : port::rx_interrupt_name(p.intr);
       ps.watched = p.watching.load(std::memory_order_relaxed);
       ps.watchers = p.watchers.load(std::memory_order_relaxed);
       ps.watch_starts = p.watch_starts.load(std::memory_order_relaxed);

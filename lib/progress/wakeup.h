@@ -99,7 +99,7 @@ class Parker {
   bool parked() const noexcept { return parked_.load(std::memory_order_relaxed); }
 
   // Lcore side (park protocol L1-L6 above; lcores.cc).
-  void drain() noexcept;  ///< L1
+  void drain() noexcept;                                                           ///< L1
   void mark_parked() noexcept { parked_.store(true, std::memory_order_seq_cst); }  ///< L2
   /// Backs out of L2 (L4 found work). @return false when an unparker cleared it already (its
   /// eventfd write is then drained by the next L1).
@@ -170,18 +170,18 @@ bool take_consumer_polled(uint16_t port_id) noexcept;
 struct PortWakeStats {
   uint16_t port_id = 0;
   std::string name;
-  std::string rx_interrupt;    ///< "yes" / "queue fd only" / "none (polled while idle)"
-  bool watched = false;        ///< being watched now
-  int watchers = 0;            ///< parked owner + armed consumers now
-  uint64_t watch_starts = 0;   ///< times watching started
-  uint64_t doorbells = 0;      ///< doorbells rung for it
-  uint64_t interrupts = 0;     ///< rx interrupts taken
-  uint64_t idle_polls = 0;     ///< poll steps the wakeup thread ran (timer or idle poll)
-  uint64_t wakeups = 0;        ///< wakeup-thread poll steps that received or delivered frames
-  uint64_t events = 0;         ///< completions delivered by those steps
-  uint64_t rx_busy = 0;        ///< wakeup-thread poll steps that found the receive side taken
-  int64_t idle_poll_ns = 0;    ///< current idle-poll interval (ports without interrupt)
-  int owner_lcore = -1;        ///< the worker lcore that owns it, or -1 (manual progress)
+  std::string rx_interrupt;   ///< "yes" / "queue fd only" / "none (polled while idle)"
+  bool watched = false;       ///< being watched now
+  int watchers = 0;           ///< parked owner + armed consumers now
+  uint64_t watch_starts = 0;  ///< times watching started
+  uint64_t doorbells = 0;     ///< doorbells rung for it
+  uint64_t interrupts = 0;    ///< rx interrupts taken
+  uint64_t idle_polls = 0;    ///< poll steps the wakeup thread ran (timer or idle poll)
+  uint64_t wakeups = 0;       ///< wakeup-thread poll steps that received or delivered frames
+  uint64_t events = 0;        ///< completions delivered by those steps
+  uint64_t rx_busy = 0;       ///< wakeup-thread poll steps that found the receive side taken
+  int64_t idle_poll_ns = 0;   ///< current idle-poll interval (ports without interrupt)
+  int owner_lcore = -1;       ///< the worker lcore that owns it, or -1 (manual progress)
 };
 struct LcoreWakeStats {
   unsigned lcore = 0;

@@ -148,5 +148,4 @@ class Link {
   bool sequential_ = false, raised_pages_ = false, mounted_ = false;
 };
 
-
 }  // namespace dpfab::test

@@ -201,7 +201,8 @@ class Peer {
       if (mode == Mode::kSpin) continue;
       if (mode == Mode::kSread) {
         fi_cq_data_entry e;
-        ssize_t n = fi_cq_sread(cq_, &e, 1, nullptr, static_cast<int>(std::max<int64_t>(left_ms, 1)));
+        ssize_t n =
+            fi_cq_sread(cq_, &e, 1, nullptr, static_cast<int>(std::max<int64_t>(left_ms, 1)));
         if (n == 1) {
           if (int r = take(e, seq)) return r;
           continue;

@@ -38,8 +38,8 @@ using namespace dpfab::test;
 
 namespace {
 
-constexpr double kIdleCpuPct = 1.0;        // tap, virtio: the bound
-constexpr double kMemifIdleCpuPct = 5.0;   // memif: idle polls every idle_poll_us (1 ms)
+constexpr double kIdleCpuPct = 1.0;       // tap, virtio: the bound
+constexpr double kMemifIdleCpuPct = 5.0;  // memif: idle polls every idle_poll_us (1 ms)
 constexpr int kIdleWindowMs = 10'000;
 
 std::string pmd() {
@@ -131,8 +131,7 @@ int gap_client(int ctl, int n, int64_t spin_ns, int64_t long_gap_ns) {
     worst = std::max(worst, mono_ns() - t0);
     if (r != 1 || seq != uint64_t(i))
       return fail(ctl, "message " + std::to_string(i) + " (" + Peer::mode_name(m) +
-                           "): wait returned " + std::to_string(r) + " seq " +
-                           std::to_string(seq));
+                           "): wait returned " + std::to_string(r) + " seq " + std::to_string(seq));
   }
   send_line(ctl, "worst " + std::to_string(worst));
   return 0;
@@ -207,8 +206,8 @@ int reap(Child& c, int ms) {
   if (auto e = link.join(); !e.empty()) {
     std::string said[2];
     for (int i = 0; i < 2; ++i) read_line(c[i].ctl, &said[i], 100);
-    return ::testing::AssertionFailure() << e << " (children said: '" << said[0] << "', '"
-                                         << said[1] << "')";
+    return ::testing::AssertionFailure()
+           << e << " (children said: '" << said[0] << "', '" << said[1] << "')";
   }
   for (int i = 0; i < 2; ++i) send_line(c[i].ctl, "peer " + names[1 - i]);
   for (int i = 0; i < 2; ++i)
@@ -224,8 +223,9 @@ TEST_P(Wakeup, IdleConsumersCostNoCpuAndTheFirstMessageAfterIdleArrives) {
   ASSERT_TRUE(link.error().empty()) << link.error();
   constexpr int kWarmup = 200;
   Child c[2];
-  const std::function<int(int)> fn[2] = {[](int ctl) { return server(ctl, kWarmup + 1, 60'000, false); },
-                                         [](int ctl) { return idle_client(ctl, kWarmup); }};
+  const std::function<int(int)> fn[2] = {
+      [](int ctl) { return server(ctl, kWarmup + 1, 60'000, false); },
+      [](int ctl) { return idle_client(ctl, kWarmup); }};
   auto started = start_pair(link, c, fn);
   if (started) {
     std::string rest;

@@ -143,8 +143,8 @@ Phase run_phase(Child (&c)[2], const char* smode, const char* cmode, int n, int 
   send_line(c[0].ctl, std::string("echo ") + smode + " " + std::to_string(n));
   if (!expect(c[0], "armed")) return ph;
   int64_t cpu0 = process_cpu_ns(c[0].pid) + process_cpu_ns(c[1].pid);
-  send_line(c[1].ctl, std::string("rtt ") + cmode + " " + std::to_string(n) + " " +
-                          std::to_string(gap_us));
+  send_line(c[1].ctl,
+            std::string("rtt ") + cmode + " " + std::to_string(n) + " " + std::to_string(gap_us));
   std::string res;
   if (!expect(c[1], "res", &res, 600'000) || !expect(c[0], "done")) return ph;
   int64_t cpu1 = process_cpu_ns(c[0].pid) + process_cpu_ns(c[1].pid);
@@ -176,7 +176,8 @@ void measure(const std::string& pmd) {
   if (ok && !link.sequential())
     for (int i = 0; i < 2 && ok; ++i) ok = expect(c[i], "name", &names[i]);
   if (ok) {
-    if (auto e = link.join(); !e.empty()) std::printf("%s: %s\n", pmd.c_str(), e.c_str()), ok = false;
+    if (auto e = link.join(); !e.empty())
+      std::printf("%s: %s\n", pmd.c_str(), e.c_str()), ok = false;
   }
   if (ok) {
     for (int i = 0; i < 2; ++i) send_line(c[i].ctl, "peer " + names[1 - i]);
