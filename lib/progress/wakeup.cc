@@ -3,6 +3,7 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <rdma/fi_errno.h>
 #include <rte_epoll.h>
 #include <rte_ethdev.h>
@@ -46,7 +47,7 @@ struct PortWatch {
   alignas(64) std::atomic<bool> consumer_polled{false};
   // Statistics.
   alignas(64) std::atomic<uint64_t> watch_starts{0}, doorbells{0}, interrupts{0},
-      idle_polls{0}, wakeups{0}, events{0}, rx_busy{0};
+      idle_polls{0}, wakeups{0}, events{0}, rx_busy{0}, fd_mutes{0};
   std::atomic<int64_t> interval_ns{kIdlePollMinNs};
   // Wakeup-thread state.
   rte_epoll_event fd_ev{};  // kFdOnly: the queue fd, level-triggered (see start_watch)
@@ -55,6 +56,10 @@ struct PortWatch {
   bool intr_added = false;  // the queue fd is in the epoll set
   bool intr_enabled = false;
   bool intr_failed = false;  // adding the fd failed: polled like a port without interrupt
+  // net_tap reads only after its SIGIO handler bumped a trigger; when the fd stays readable but
+  // poll steps read nothing, waiting on it would spin: mute it and poll until a frame is read.
+  bool fd_muted = false;
+  int empty_fd_events = 0;
   int64_t next_poll_ns = kNever;
   int64_t recheck_ns = kNever;  // the receive side was taken when we looked: look again soon
   int64_t linger_until_ns = 0;
@@ -62,7 +67,9 @@ struct PortWatch {
   uint64_t last_timer_due = UINT64_MAX;
   bool logged_poll = false;
 
-  bool polled() const noexcept { return intr == port::RxInterrupt::kNone || intr_failed; }
+  bool polled() const noexcept {
+    return intr == port::RxInterrupt::kNone || intr_failed || fd_muted;
+  }
 };
 PortWatch g_ports[RTE_MAX_ETHPORTS];
 
@@ -115,7 +122,8 @@ void unpark_owner(PortWatch& p, Cause why) noexcept {
 
 // Runs the port's poll step until the queue is empty (bounded). The frames go to endpoints, whose
 // completions notify() blocked consumers; a parked owner is unparked when anything came.
-void service(PortWatch& p, Cause why, int64_t now) noexcept {
+// Returns whether frames were received or events delivered.
+bool service(PortWatch& p, Cause why, int64_t now) noexcept {
   PortEngine* e = p.engine;
   const uint16_t id = e->port()->info().port_id;
   const uint64_t rx0 = e->stats().rx_frames.load(std::memory_order_relaxed);
@@ -158,10 +166,37 @@ void service(PortWatch& p, Cause why, int64_t now) noexcept {
   p.recheck_ns = busy ? now + kIdlePollMinNs : kNever;
   p.interval_ns.store(interval, std::memory_order_relaxed);
   p.next_poll_ns = p.polled() ? now + interval : kNever;
+  return last != rx0 || events;
+}
+
+// Whether SIGIO has a handler (net_tap's receive trigger): then raising it is harmless.
+bool tap_sigio_handler() noexcept {
+  struct sigaction sa {};
+  return sigaction(SIGIO, nullptr, &sa) == 0 && !(sa.sa_flags & SA_SIGINFO) &&
+         sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN;
+}
+
+void mute_fd(Thread& t, PortWatch& p, int64_t now) noexcept {
+  rte_epoll_ctl(t.epfd.get(), EPOLL_CTL_DEL, p.queue_fd, &p.fd_ev);
+  p.intr_added = false;
+  p.fd_muted = true;
+  p.fd_mutes.fetch_add(1, std::memory_order_relaxed);
+  p.interval_ns.store(kIdlePollMinNs, std::memory_order_relaxed);
+  p.next_poll_ns = now + kIdlePollMinNs;
+}
+
+void unmute_fd(Thread& t, PortWatch& p) noexcept {
+  p.fd_muted = false;
+  p.empty_fd_events = 0;
+  p.intr_added = rte_epoll_ctl(t.epfd.get(), EPOLL_CTL_ADD, p.queue_fd, &p.fd_ev) == 0;
+  if (!p.intr_added) p.intr_failed = true;
+  p.next_poll_ns = kNever;
 }
 
 void start_watch(Thread& t, PortWatch& p, uint16_t id, int64_t now) noexcept {
   p.watching.store(true, std::memory_order_seq_cst);
+  p.fd_muted = false;
+  p.empty_fd_events = 0;
   p.active = true;
   p.watch_starts.fetch_add(1, std::memory_order_relaxed);
   if (p.intr != port::RxInterrupt::kNone && !p.intr_failed) {
@@ -208,6 +243,7 @@ void stop_watch(PortWatch& p, uint16_t id) noexcept {
   else if (p.intr_added)
     rte_eth_dev_rx_intr_ctl_q(id, 0, thread().epfd.get(), RTE_INTR_EVENT_DEL, &p);
   p.intr_added = false;
+  p.fd_muted = false;
   p.active = false;
   p.next_poll_ns = p.recheck_ns = kNever;
 }
@@ -279,14 +315,35 @@ void* run(void*) {
         // DPDK's callback has read the interrupt counter (eventfd PMDs); net_tap's queue fd is
         // drained by the poll step itself.
         p->interrupts.fetch_add(1, std::memory_order_relaxed);
-        service(*p, Cause::kRxInterrupt, now);
+        bool got = service(*p, Cause::kRxInterrupt, now);
+        if (p->intr == port::RxInterrupt::kFdOnly && !got) {
+          // net_tap reads only after its SIGIO handler bumped its receive trigger, and now and
+          // then a frame sits in the queue with the trigger unchanged (seen here: the fd stays
+          // readable, poll steps read nothing, the frame waits for the next one's SIGIO). Run
+          // the handler on this thread (nobody else is disturbed) and read again.
+          if (tap_sigio_handler()) {
+            pthread_kill(pthread_self(), SIGIO);
+            got = service(*p, Cause::kRxInterrupt, now);
+          }
+          if (!got && ++p->empty_fd_events >= 4) mute_fd(t, *p, now);
+        }
+        if (got) p->empty_fd_events = 0;
       }
     }
     for (uint16_t id : t.ports) {
       PortWatch& p = g_ports[id];
       if (!p.active) continue;
       if (now >= p.next_poll_ns || now >= p.recheck_ns) {
-        service(p, Cause::kIdlePoll, now);
+        bool got = service(p, Cause::kIdlePoll, now);
+        if (p.fd_muted && !got && tap_sigio_handler()) {
+          pthread_kill(pthread_self(), SIGIO);
+          got = service(p, Cause::kIdlePoll, now);
+        }
+        if (p.fd_muted) {
+          // Back to waiting on the fd once it is drained (or a frame was read at last).
+          pollfd pf{p.queue_fd, POLLIN, 0};
+          if (got || poll(&pf, 1, 0) == 0) unmute_fd(t, p);
+        }
         continue;
       }
       uint64_t due = p.engine->timer_due_ns();
@@ -329,6 +386,7 @@ int tel_stats(const char*, const char*, rte_tel_data* d) {
     add_u64(d, k + "wakeups", p.wakeups);
     add_u64(d, k + "events_delivered", p.events);
     add_u64(d, k + "rx_busy", p.rx_busy);
+    add_u64(d, k + "fd_mutes", p.fd_mutes);
     add_u64(d, k + "idle_poll_us", static_cast<uint64_t>(p.idle_poll_ns / 1000));
     rte_tel_data_add_dict_int(d, (k + "owner_lcore").c_str(), p.owner_lcore);
   }
@@ -571,6 +629,7 @@ WakeupStats wakeup_stats() {
       ps.wakeups = p.wakeups.load(std::memory_order_relaxed);
       ps.events = p.events.load(std::memory_order_relaxed);
       ps.rx_busy = p.rx_busy.load(std::memory_order_relaxed);
+      ps.fd_mutes = p.fd_mutes.load(std::memory_order_relaxed);
       ps.idle_poll_ns = p.polled() ? p.interval_ns.load(std::memory_order_relaxed) : 0;
       Parker* o = p.owner.load(std::memory_order_acquire);
       ps.owner_lcore = o ? static_cast<int>(o->lcore()) : -1;

@@ -180,6 +180,7 @@ struct PortWakeStats {
   uint64_t wakeups = 0;       ///< wakeup-thread poll steps that received or delivered frames
   uint64_t events = 0;        ///< completions delivered by those steps
   uint64_t rx_busy = 0;       ///< wakeup-thread poll steps that found the receive side taken
+  uint64_t fd_mutes = 0;      ///< net_tap: queue fd readable but nothing read: polled instead
   int64_t idle_poll_ns = 0;   ///< current idle-poll interval (ports without interrupt)
   int owner_lcore = -1;       ///< the worker lcore that owns it, or -1 (manual progress)
 };
