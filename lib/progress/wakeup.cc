@@ -3,12 +3,12 @@
 
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <rdma/fi_errno.h>
 #include <rte_epoll.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
 #include <rte_telemetry.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/timerfd.h>
@@ -176,6 +176,15 @@ bool tap_sigio_handler() noexcept {
          sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN;
 }
 
+// Adds the net_tap queue fd, level-triggered. rte_epoll_ctl(DEL) clears the event's epdata, so
+// it is filled in again for every ADD.
+bool add_queue_fd(Thread& t, PortWatch& p) noexcept {
+  p.fd_ev = {};
+  p.fd_ev.epdata.event = EPOLLIN;
+  p.fd_ev.epdata.data = &p;
+  return rte_epoll_ctl(t.epfd.get(), EPOLL_CTL_ADD, p.queue_fd, &p.fd_ev) == 0;
+}
+
 void mute_fd(Thread& t, PortWatch& p, int64_t now) noexcept {
   rte_epoll_ctl(t.epfd.get(), EPOLL_CTL_DEL, p.queue_fd, &p.fd_ev);
   p.intr_added = false;
@@ -188,7 +197,7 @@ void mute_fd(Thread& t, PortWatch& p, int64_t now) noexcept {
 void unmute_fd(Thread& t, PortWatch& p) noexcept {
   p.fd_muted = false;
   p.empty_fd_events = 0;
-  p.intr_added = rte_epoll_ctl(t.epfd.get(), EPOLL_CTL_ADD, p.queue_fd, &p.fd_ev) == 0;
+  p.intr_added = add_queue_fd(t, p);
   if (!p.intr_added) p.intr_failed = true;
   p.next_poll_ns = kNever;
 }
@@ -206,11 +215,7 @@ void start_watch(Thread& t, PortWatch& p, uint16_t id, int64_t now) noexcept {
       // by a poll step that read nothing would strand the frame. Level-triggered, the fd keeps
       // waking us until the frame is read.
       p.queue_fd = rte_eth_dev_rx_intr_ctl_q_get_fd(id, 0);
-      p.fd_ev = {};
-      p.fd_ev.epdata.event = EPOLLIN;
-      p.fd_ev.epdata.data = &p;
-      p.intr_added =
-          p.queue_fd >= 0 && rte_epoll_ctl(t.epfd.get(), EPOLL_CTL_ADD, p.queue_fd, &p.fd_ev) == 0;
+      p.intr_added = p.queue_fd >= 0 && add_queue_fd(t, p);
       if (!p.intr_added) {
         p.intr_failed = true;
         DPFAB_WARN(FI_LOG_CORE, "port %u: cannot wait on its queue fd: polled while idle instead",
