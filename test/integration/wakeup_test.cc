@@ -310,7 +310,9 @@ TEST_P(Wakeup, ParkedLcoreNeverStrandsAMessage) {
     EXPECT_TRUE(expect_line(c[1], "worst", &rest, 50'000));
     // A message that arrived only after a long stall (a fi_cq_read after the timeout rescued it)
     // is a stranded message too.
-    if (!rest.empty()) EXPECT_LT(std::stod(rest), 1e9) << "a wait took " << rest << " ns";
+    if (!rest.empty()) {
+      EXPECT_LT(std::stod(rest), 1e9) << "a wait took " << rest << " ns";
+    }
     if (!rest.empty())
       std::printf("[ %s %s ] %d messages, random gaps 0-%lld us: longest wait %.1f us\n",
                   pmd().c_str(), lcores ? "lcores" : "manual", kMessages,
