@@ -12,13 +12,9 @@ packages=(
   libfabric-dev libfabric-bin        # libfabric 1.17 core, fi_info, fi_pingpong
   libgtest-dev libgmock-dev libbenchmark-dev
   libnuma-dev
-<<<<<<< HEAD
-  iproute2 iputils-ping ethtool      # ip netns / veth test hosts, ping, checksum offload off
-=======
   libcli11-dev nlohmann-json3-dev    # dpfab-bench: command line, JSON
   gnuplot-nox                        # dpfab-bench: plots
-  iproute2 iputils-ping              # ip netns / veth test hosts, ping between them
->>>>>>> bench
+  iproute2 iputils-ping ethtool      # ip netns / veth test hosts, ping, checksum offload off
   clang-format                       # the format check
   clang libclang-rt-14-dev           # ThreadSanitizer builds and libFuzzer targets
   spin                               # the Promela model of the arm/trywait protocol

@@ -5,14 +5,27 @@
 // way, and prints: the EAL arguments in force, the ports, the lcores and their roles, and the
 // effective configuration with where each value came from.
 //
-//   dpfab-info [-v]      -v: also show dpdk/EAL log lines at info level
+// It also says, per port, how a sleeping consumer is woken (rx interrupt, or idle polls by the
+// wakeup thread), and reads the statistics of running processes through DPDK telemetry.
+//
+//   dpfab-info [-v]                  -v: also show dpdk/EAL log lines at info level
+//   dpfab-info --stats [<prefix>|<socket>]
+//        the wakeup thread, port and lcore statistics (/dpfab/stats) of a running process: its
+//        EAL --file-prefix (socket /run/dpdk/<prefix>/dpdk_telemetry.v2) or the socket path;
+//        without an argument, of every process that answers under /run/dpdk.
+#include <dirent.h>
 #include <rte_ethdev.h>
 #include <rte_version.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "common/config.h"
 #include "common/log.h"
@@ -61,12 +74,92 @@ long status_kib(const char* name) {
   return v;
 }
 
+// One telemetry v2 query: the greeting ({"version":..,"pid":..,"max_output_len":..}) into
+// *greeting, the reply to `cmd` returned; "" when the socket does not answer.
+std::string telemetry(const std::string& path, const char* cmd, std::string* greeting) {
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path.c_str());
+  timeval tv{2, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  std::vector<char> buf(1 << 16);
+  std::string out;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0) {
+    ssize_t n = read(fd, buf.data(), buf.size());
+    if (n > 0) {
+      greeting->assign(buf.data(), static_cast<size_t>(n));
+      if (write(fd, cmd, std::strlen(cmd)) == static_cast<ssize_t>(std::strlen(cmd))) {
+        n = read(fd, buf.data(), buf.size());
+        if (n > 0) out.assign(buf.data(), static_cast<size_t>(n));
+      }
+    }
+  }
+  close(fd);
+  return out;
+}
+
+// Prints {"/dpfab/stats":{"k":v,...}} as "  k = v" lines. Returns false when the process has no
+// dpfab statistics (another DPDK application, or dpfab before the wakeup thread started).
+bool print_stats(const std::string& json) {
+  size_t open = json.find('{', 1);
+  size_t close = json.rfind('}', json.size() - 2);
+  if (open == std::string::npos || close == std::string::npos || close <= open + 1) return false;
+  std::string body = json.substr(open + 1, close - open - 1);
+  size_t start = 0;
+  while (start < body.size()) {
+    size_t comma = body.find(',', start);
+    if (comma == std::string::npos) comma = body.size();
+    std::string kv = body.substr(start, comma - start);
+    size_t colon = kv.find("\":");
+    if (colon != std::string::npos)
+      std::printf("  %-34s = %s\n", kv.substr(1, colon - 1).c_str(), kv.substr(colon + 2).c_str());
+    start = comma + 1;
+  }
+  return true;
+}
+
+int stats_main(const char* target) {
+  std::vector<std::string> sockets;
+  if (target && std::strchr(target, '/')) {
+    sockets.push_back(target);
+  } else if (target) {
+    sockets.push_back(std::string("/run/dpdk/") + target + "/dpdk_telemetry.v2");
+  } else if (DIR* d = opendir("/run/dpdk")) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.')
+        sockets.push_back(std::string("/run/dpdk/") + e->d_name + "/dpdk_telemetry.v2");
+    closedir(d);
+  }
+  int shown = 0;
+  for (const auto& s : sockets) {
+    std::string greeting;
+    std::string reply = telemetry(s, "/dpfab/stats", &greeting);
+    if (reply.empty()) continue;
+    std::printf("%s %s\n", s.c_str(), greeting.c_str());
+    if (!print_stats(reply)) std::printf("  (no dpfab statistics in this process)\n");
+    ++shown;
+  }
+  if (!shown) {
+    std::fprintf(stderr,
+                 "dpfab-info: no running process answered%s%s. Each process needs telemetry (no "
+                 "--no-telemetry) and, when several run at once, its own --file-prefix in "
+                 "FI_DPDK_EAL_ARGS: the first one holds /run/dpdk/rte/dpdk_telemetry.v2.\n",
+                 target ? " at " : "", target ? target : " under /run/dpdk");
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--stats") == 0)
+    return stats_main(argc > 2 ? argv[2] : nullptr);
   bool verbose = argc > 1 && std::strcmp(argv[1], "-v") == 0;
   if (argc > 1 && !verbose) {
-    std::fprintf(stderr, "usage: %s [-v]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [-v] | --stats [<file-prefix>|<telemetry socket>]\n", argv[0]);
     return 2;
   }
   log::use_stderr(verbose ? FI_LOG_INFO : FI_LOG_WARN);
@@ -116,6 +209,15 @@ int main(int argc, char** argv) {
     std::printf("    tx queues     %u of %u, %u descriptors\n", i.tx_queues, i.max_tx_queues,
                 i.tx_desc);
     std::printf("    rx interrupt  %s\n", port::rx_interrupt_name(i.rx_interrupt));
+    if (i.rx_interrupt == port::RxInterrupt::kNone)
+      std::printf(
+          "    idle wakeup   polled by the wakeup thread every 20-%lld us while its "
+          "consumers sleep or its lcore is parked (FI_DPDK_IDLE_POLL_US)\n",
+          static_cast<long long>(cfg->idle_poll_us));
+    else
+      std::printf("    idle wakeup   the wakeup thread sleeps on the %s: no CPU while idle\n",
+                  i.rx_interrupt == port::RxInterrupt::kEnable ? "rx interrupt"
+                                                               : "queue fd (level-triggered)");
     std::printf("    checksum offload  rx %s, tx %s\n",
                 (i.rx_offloads & (RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM))
                     ? "yes"

@@ -9,6 +9,7 @@
 #include "dpfab_build_config.h"
 #include "eal/eal.h"
 #include "progress/lcores.h"
+#include "progress/wakeup.h"
 
 namespace dpfab::ofi {
 namespace {
@@ -49,6 +50,7 @@ void report_error(const Error& e) {
 void cleanup() noexcept {
   // EAL stays: it cannot be initialised twice in a process, and libfabric may load us again.
   progress::stop_lcores();
+  progress::stop_wakeup();
   progress::PortEngine::close_all();
   port::close_all();
   Runtime& r = runtime();
@@ -100,13 +102,19 @@ Result<const config::Config*> start_runtime() {
     report_error(ports.error());
     return ports.error();
   }
+  std::vector<progress::PortEngine*> engines;
+  for (const auto& p : **ports)
+    if (auto e = progress::PortEngine::of(p.get())) engines.push_back(*e);
+  // The wakeup thread watches the ports while consumers sleep or lcores are parked. Without it
+  // everything still works: waits poll in slices, lcores never park.
+  progress::WakeupConfig wcfg;
+  wcfg.spin_ns = cfg.spin_us < 0 ? -1 : cfg.spin_us * 1000;
+  wcfg.idle_poll_max_ns = cfg.idle_poll_us * 1000;
+  if (auto s = progress::start_wakeup(engines, wcfg); !s)
+    DPFAB_WARN(FI_LOG_CORE, "%s: blocked waits poll, lcores never park", s.error().message.c_str());
   // Automatic progress: the worker lcores poll every port we created.
-  if (!cfg.lcores.empty()) {
-    std::vector<progress::PortEngine*> engines;
-    for (const auto& p : **ports)
-      if (auto e = progress::PortEngine::of(p.get())) engines.push_back(*e);
+  if (!cfg.lcores.empty())
     if (auto s = progress::start_lcores(cfg.lcores, engines); !s) report_error(s.error());
-  }
   r.cfg = std::move(cfg);
   g_runtime_published.store(&*r.cfg, std::memory_order_release);
   return &*r.cfg;

@@ -53,6 +53,7 @@ struct Config {
   uint16_t rx_depth = 0;
   uint16_t tx_depth = 0;
   int64_t spin_us = 0;        ///< 0 = never spin, < 0 = never park
+  int64_t idle_poll_us = 0;   ///< longest idle-poll interval of a port without rx interrupt
   std::vector<Value> values;  ///< effective text of every key, in keys() order
 
   const Value* find(std::string_view key) const noexcept;

@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include "common/log.h"
+#include "progress/wakeup.h"
 #include "wire/multicast.h"
 
 namespace dpfab::progress {
@@ -133,6 +134,7 @@ uint16_t PortEngine::transmit(rte_mbuf** frames, uint16_t n) noexcept {
     }
     stats_.tx_full.fetch_add(1, std::memory_order_relaxed);
   }
+  on_transmit(port_id_);  // a parked lcore comes back: the answer is likely on its way
   return sent;
 }
 
@@ -250,6 +252,7 @@ void PortEngine::tick_neighbours() noexcept {
   }
   // Keep ticking on idle polls while a resolution is under way.
   neigh_pending_.store(n != 0 || neigh_.next_due_st() != UINT64_MAX, std::memory_order_relaxed);
+  timer_due_ns_.store(neigh_.next_due_st(), std::memory_order_relaxed);
 }
 
 std::optional<rte_ether_addr> PortEngine::resolve(uint32_t ipv4_be) noexcept {
@@ -257,6 +260,7 @@ std::optional<rte_ether_addr> PortEngine::resolve(uint32_t ipv4_be) noexcept {
   if (auto n = neigh_.lookup(ipv4_be); n && n->state == wire::NeighState::kReachable) return n->mac;
   neigh_.request_resolve(ipv4_be);
   neigh_pending_.store(true, std::memory_order_relaxed);
+  timer_due_ns_.store(0, std::memory_order_relaxed);  // due now: the next poll step sends it
   return std::nullopt;
 }
 

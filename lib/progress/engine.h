@@ -98,6 +98,11 @@ class PortEngine final : public proto::Link {
   const wire::ArpStats& arp_stats() const noexcept { return arp_stats_; }
   const EngineStats& stats() const noexcept { return stats_; }
   port::Port* port() const noexcept { return port_; }
+  /// Whether some thread owns the receive side right now (a progress() would return at once).
+  bool rx_busy() const noexcept { return rx_busy_.load(std::memory_order_relaxed); }
+  /// When the next protocol timer (ARP retry, new resolution) wants a poll step, in CLOCK_MONOTONIC
+  /// ns; UINT64_MAX when none. Any thread (the wakeup thread arms its timerfd with it).
+  uint64_t timer_due_ns() const noexcept { return timer_due_ns_.load(std::memory_order_relaxed); }
 
  private:
   explicit PortEngine(port::Port* p);
@@ -136,6 +141,7 @@ class PortEngine final : public proto::Link {
   EngineStats stats_;
   proto::GroupTable groups_;  // multicast memberships (join_group)
   proto::GroupStats group_stats_;
+  std::atomic<uint64_t> timer_due_ns_{UINT64_MAX};  // see timer_due_ns()
 };
 
 }  // namespace dpfab::progress

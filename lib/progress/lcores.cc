@@ -2,6 +2,7 @@
 #include "progress/lcores.h"
 
 #include <rdma/fi_errno.h>
+#include <rte_cycles.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
 #include <rte_pause.h>
@@ -10,12 +11,15 @@
 #include <mutex>
 
 #include "common/log.h"
+#include "progress/wakeup.h"
 
 namespace dpfab::progress {
 namespace {
 
 struct Work {
   std::vector<PortEngine*> engines;
+  std::vector<uint16_t> port_ids;
+  Parker parker;
 };
 
 struct Lcores {
@@ -31,12 +35,78 @@ Lcores& lcores() {
 std::atomic<bool> g_stop{false};
 std::atomic<bool> g_running{false};
 
+// Frames received and sent on the lcore's ports: activity that is not a delivered event (ARP,
+// frames held for a receive not yet posted, sends by the application).
+uint64_t activity(const Work& w) noexcept {
+  uint64_t a = 0;
+  for (PortEngine* e : w.engines)
+    a += e->stats().rx_frames.load(std::memory_order_relaxed) +
+         e->stats().tx_frames.load(std::memory_order_relaxed);
+  return a;
+}
+
+// The park protocol L1-L6 (wakeup.h). Returns after an unpark, or at once when L4 found work.
+void park(Work& w) noexcept {
+  Parker& pk = w.parker;
+  pk.drain();                                           // L1
+  pk.mark_parked();                                     // L2 (seq_cst)
+  for (uint16_t id : w.port_ids) watch_for_parked(id);  // L3: the wakeup thread watches
+  // L4: poll once more; a consumer that polled, a frame or a send since L2 means back out.
+  const uint64_t before = activity(w);
+  size_t events = 0;
+  for (PortEngine* e : w.engines) events += e->progress();
+  bool work = events != 0 || activity(w) != before || g_stop.load(std::memory_order_seq_cst);
+  for (uint16_t id : w.port_ids) work |= take_consumer_polled(id);
+  if (work) {
+    if (pk.back_out()) pk.stats.backouts.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    pk.stats.parks.fetch_add(1, std::memory_order_relaxed);
+    pk.sleep();  // L5
+  }
+  for (uint16_t id : w.port_ids) unwatch_for_parked(id);  // L6
+}
+
 int loop(void* arg) {
   auto* w = static_cast<Work*>(arg);
+  LcoreStats& st = w->parker.stats;
+  const int64_t spin_ns = wakeup_config().spin_ns;
+  const bool may_park = spin_ns >= 0 && wakeup_running();
+  const uint64_t spin_cycles = may_park
+                                   ? static_cast<uint64_t>(static_cast<double>(spin_ns) * 1e-9 *
+                                                           static_cast<double>(rte_get_tsc_hz()))
+                                   : 0;
+  uint64_t idle_since = rte_rdtsc();
+  uint64_t seen = activity(*w);
   while (!g_stop.load(std::memory_order_relaxed)) {
     size_t events = 0;
     for (PortEngine* e : w->engines) events += e->progress();
-    if (!events) rte_pause();
+    const uint64_t now_activity = activity(*w);
+    if (events || now_activity != seen) {
+      seen = now_activity;
+      st.busy_polls.store(st.busy_polls.load(std::memory_order_relaxed) + 1,
+                          std::memory_order_relaxed);  // single writer
+      idle_since = rte_rdtsc();
+      continue;
+    }
+    st.idle_polls.store(st.idle_polls.load(std::memory_order_relaxed) + 1,
+                        std::memory_order_relaxed);
+    if (!may_park) {
+      rte_pause();
+      continue;
+    }
+    const uint64_t now = rte_rdtsc();
+    if (now - idle_since < spin_cycles) {
+      rte_pause();
+      continue;
+    }
+    // Idle for the whole spin budget. A consumer that polled in this window keeps us awake.
+    bool polled = false;
+    for (uint16_t id : w->port_ids) polled |= take_consumer_polled(id);
+    if (!polled) {
+      park(*w);
+      seen = activity(*w);
+    }
+    idle_since = rte_rdtsc();
   }
   return 0;
 }
@@ -49,16 +119,26 @@ Status start_lcores(const std::vector<unsigned>& ids, const std::vector<PortEngi
   if (!l.running.empty() || ids.empty()) return Ok{};
   g_stop.store(false, std::memory_order_relaxed);
   std::vector<std::unique_ptr<Work>> work(ids.size());
-  for (auto& w : work) w = std::make_unique<Work>();
-  for (size_t i = 0; i < engines.size(); ++i) work[i % ids.size()]->engines.push_back(engines[i]);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    work[i] = std::make_unique<Work>();
+    if (auto s = work[i]->parker.init(ids[i]); !s) return s.error();
+  }
+  for (size_t i = 0; i < engines.size(); ++i) {
+    work[i % ids.size()]->engines.push_back(engines[i]);
+    work[i % ids.size()]->port_ids.push_back(engines[i]->port()->info().port_id);
+  }
   for (size_t i = 0; i < ids.size(); ++i) {
     if (!rte_lcore_is_enabled(ids[i]) || rte_eal_get_lcore_state(ids[i]) != WAIT) {
       DPFAB_WARN(FI_LOG_CORE, "lcore %u is not an idle worker lcore: not used for progress",
                  ids[i]);
       continue;
     }
+    // Owners are known before the loop runs: consumers' hooks find the lcore to unpark.
+    for (uint16_t id : work[i]->port_ids) set_port_owner(id, &work[i]->parker);
+    register_lcore(&work[i]->parker);
     if (rte_eal_remote_launch(loop, work[i].get(), ids[i]) != 0) {
       DPFAB_WARN(FI_LOG_CORE, "rte_eal_remote_launch on lcore %u failed", ids[i]);
+      for (uint16_t id : work[i]->port_ids) set_port_owner(id, nullptr);
       continue;
     }
     l.running.push_back(ids[i]);
@@ -73,8 +153,12 @@ void stop_lcores() noexcept {
   Lcores& l = lcores();
   std::lock_guard lock(l.mutex);
   if (l.running.empty()) return;
-  g_stop.store(true, std::memory_order_relaxed);
+  g_stop.store(true, std::memory_order_seq_cst);  // read by L4 of a parking lcore
+  for (auto& w : l.work) w->parker.unpark(Cause::kStop);
   for (unsigned id : l.running) rte_eal_wait_lcore(id);
+  for (auto& w : l.work)
+    for (uint16_t id : w->port_ids) set_port_owner(id, nullptr);
+  unregister_lcores();
   l.running.clear();
   l.work.clear();
   g_running.store(false, std::memory_order_release);

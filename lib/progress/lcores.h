@@ -3,8 +3,10 @@
 // Automatic progress (FI_PROGRESS_AUTO): the worker lcores of FI_DPDK_LCORES each run the poll
 // step of their share of the ports, round-robin, until stopped. An lcore never blocks, never
 // allocates and never takes a lock an application thread holds (the engine's receive side is a
-// try-lock; fi_cancel's brief hold of it only makes the lcore skip a round). Parking idle lcores
-// comes with the wakeup thread (DESIGN.md); until then they spin.
+// try-lock; fi_cancel's brief hold of it only makes the lcore skip a round). An lcore idle for the
+// spin budget (spin_us), with no consumer polling and nothing sent, parks: the wakeup thread
+// watches its ports and unparks it (wakeup.h). Start the wakeup thread first; without it lcores
+// never park.
 #pragma once
 
 #include <vector>

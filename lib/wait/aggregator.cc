@@ -47,6 +47,7 @@ int Aggregator::add(Waitable* member, void* context) noexcept {
 }
 
 int Aggregator::remove(Waitable* member) noexcept {
+  on_member_leaving();
   std::lock_guard lock(members_mutex_);
   auto it = std::find_if(members_.begin(), members_.end(),
                          [member](auto& s) { return s->member == member; });

@@ -58,6 +58,13 @@ class Aggregator {
   /// Whether any member has events (a scan that consumes nothing).
   bool any_ready() noexcept { return scan(nullptr, 1, false) > 0; }
 
+  /// Every distinct progress source of the members (consumer side; not from inside progress()).
+  template <typename Fn>
+  void for_each_source(Fn&& fn) {
+    std::lock_guard lock(members_mutex_);
+    for (auto& e : sources_) fn(e.first);
+  }
+
   /// Every member's subscription, for the aggregator's own signal handling (control path).
   template <typename Fn>
   void for_each_member(Fn&& fn) {
@@ -68,6 +75,8 @@ class Aggregator {
  protected:
   /// Set-level reaction after a member was queued (wait sets: the set's arm protocol).
   virtual void on_member_notify(Subscription*) noexcept {}
+  /// Called by remove() before a member leaves (its progress source may go away after).
+  virtual void on_member_leaving() noexcept {}
   bool pending(const Subscription* s) const noexcept {
     return poll_semantics_ ? s->member->poll_pending() : s->member->ready();
   }

@@ -72,9 +72,30 @@ int WaitSet::try_arm() noexcept {
   armed_.store(true, std::memory_order_seq_cst);  // C2: pairs with the fence in on_member_notify
   if (any_ready()) {                              // C3
     armed_.store(false, std::memory_order_relaxed);
+    release_watch();
     return -FI_EAGAIN;
   }
+  hold_watch();
   return FI_SUCCESS;
+}
+
+void WaitSet::hold_watch() noexcept {
+  std::lock_guard lock(watch_mutex_);
+  if (!watched_.empty()) return;
+  for_each_source([this](ProgressSource* s) {
+    try {
+      watched_.push_back(s);  // capacity stays after the first arm: no allocation later
+    } catch (...) {
+      return;  // out of memory: this source is not watched (its waits fall back to slices)
+    }
+    s->armed();
+  });
+}
+
+void WaitSet::release_watch() noexcept {
+  std::lock_guard lock(watch_mutex_);
+  for (ProgressSource* s : watched_) s->disarmed();
+  watched_.clear();
 }
 
 Woke WaitSet::wait_signal(const Deadline& d, uint32_t gen) noexcept {
@@ -95,7 +116,7 @@ Woke WaitSet::wait_signal(const Deadline& d, uint32_t gen) noexcept {
 int WaitSet::wait(const Deadline& d) noexcept {
   for (;;) {
     const uint32_t gen = signal_ ? signal_->generation() : 0;  // before try_arm's re-check
-    if (try_arm() != FI_SUCCESS) return FI_SUCCESS;
+    if (try_arm() != FI_SUCCESS) return FI_SUCCESS;            // try_arm released the watch
     Woke w = wait_signal(d, gen);
     if (w == Woke::kRaised) continue;  // re-check through try_arm: stale raises are absorbed
     disarm();

@@ -26,6 +26,8 @@ class WaitSet final : public Aggregator {
   /// @return -FI_EINVAL for FI_WAIT_NONE/FI_WAIT_SET or an unknown kind; -FI_ENOMEM/-FI_EMFILE.
   static Result<std::unique_ptr<WaitSet>> create(fi_wait_obj kind);
 
+  ~WaitSet() override { release_watch(); }
+
   fi_wait_obj kind() const noexcept { return kind_; }
   /// Whether a member joining this set needs an eventfd of its own (POLLFD), or the set signals
   /// for its members (the others).
@@ -34,7 +36,10 @@ class WaitSet final : public Aggregator {
   /// fi_trywait on the set: FI_SUCCESS when blocking on the set's wait object is safe,
   /// -FI_EAGAIN when a member has events. Runs one progress step first.
   int try_arm() noexcept;
-  void disarm() noexcept { armed_.store(false, std::memory_order_relaxed); }
+  void disarm() noexcept {
+    armed_.store(false, std::memory_order_relaxed);
+    release_watch();
+  }
   /// fi_wait: 0 once a member has events; -FI_ETIMEDOUT; -FI_EINTR on a POSIX signal.
   int wait(const Deadline& d) noexcept;
 
@@ -55,7 +60,13 @@ class WaitSet final : public Aggregator {
  private:
   WaitSet(fi_wait_obj kind, std::unique_ptr<Signal> signal) noexcept
       : Aggregator(false), kind_(kind), signal_(std::move(signal)) {}
+  // The members' progress sources are told armed() when a try_arm succeeds and disarmed() at the
+  // consumer's next try_arm, disarm or wait return (a producer cannot tell them: it runs inside
+  // their progress step). Consumer side only.
+  void hold_watch() noexcept;
+  void release_watch() noexcept;
   void on_member_notify(Subscription* sub) noexcept override;
+  void on_member_leaving() noexcept override { release_watch(); }
   void drain_members() noexcept;
   Woke wait_signal(const Deadline& d, uint32_t gen) noexcept;
 
@@ -63,6 +74,8 @@ class WaitSet final : public Aggregator {
   std::unique_ptr<Signal> signal_;  // null for POLLFD (members' fds)
   alignas(64) std::atomic<bool> armed_{false};
   std::atomic<uint64_t> change_index_{1};
+  std::mutex watch_mutex_;
+  std::vector<ProgressSource*> watched_;  // sources told armed(), under watch_mutex_
 };
 
 class PollSet final : public Aggregator {

@@ -7,7 +7,10 @@
 
 namespace dpfab::wait {
 
-Waitable::~Waitable() { leave_all_sets(); }
+Waitable::~Waitable() {
+  leave_all_sets();
+  disarm();  // an armed period the consumer never ended (trywait, then close) ends here
+}
 
 void Waitable::leave_all_sets() noexcept {
   for (auto& slot : subs_)

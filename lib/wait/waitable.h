@@ -61,9 +61,17 @@ class ProgressSource {
   /// How long a blocked wait keeps running progress steps before it sleeps (the spin budget).
   virtual int64_t spin_ns() const noexcept { return 0; }
   /// While a wait sleeps, how often it wakes to run a progress step; negative when events arrive
-  /// without the waiter's help (automatic progress). Under manual progress nothing else moves the
-  /// port until the wakeup thread of DESIGN.md does, so the sleeper polls at this interval.
+  /// without the waiter's help (automatic progress, or the wakeup thread watching the port while a
+  /// consumer is armed, lib/progress/wakeup.h). Without either, the sleeper polls at this interval.
   virtual int64_t poll_interval_ns() const noexcept { return -1; }
+  /// A consumer of this source armed (its armed flag went from false to true: fi_trywait, a
+  /// blocking wait): from now until the matching disarmed() it may sleep, and under manual
+  /// progress only the wakeup thread moves the port for it. Any thread; never blocks.
+  virtual void armed() noexcept {}
+  /// The end of an armed period: a producer cleared the flag (and raised), or the consumer did.
+  virtual void disarmed() noexcept {}
+  /// interrupt() ran on a waitable of this source (fi_cq_signal): a parked lcore may want to know.
+  virtual void interrupted() noexcept {}
 };
 
 class Aggregator;
@@ -114,8 +122,10 @@ class Waitable {
     // armed_ in try_arm (store-buffering: one of the two sides sees the other).
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (armed_.load(std::memory_order_relaxed) &&
-        armed_.exchange(false, std::memory_order_acq_rel) && signal_)
-      signal_->raise();
+        armed_.exchange(false, std::memory_order_acq_rel)) {
+      if (signal_) signal_->raise();
+      armed_hook(false);
+    }
     if (nsubs_.load(std::memory_order_relaxed) != 0) notify_subscribers();
   }
 
@@ -125,10 +135,12 @@ class Waitable {
   /// @return FI_SUCCESS when blocking on signal() is safe; -FI_EAGAIN when pred() holds.
   template <typename Pred>
   int try_arm(Pred&& pred) noexcept {
-    if (signal_) signal_->drain();                  // C1
-    armed_.store(true, std::memory_order_seq_cst);  // C2: pairs with the fence in notify()
-    if (pred()) {                                   // C3
-      armed_.store(false, std::memory_order_relaxed);
+    if (signal_) signal_->drain();  // C1
+    // C2: pairs with the fence in notify(). A seq_cst exchange is a seq_cst store that also
+    // tells whether this starts an armed period (for the progress source's armed() hook).
+    if (!armed_.exchange(true, std::memory_order_seq_cst)) armed_hook(true);
+    if (pred()) {  // C3
+      if (armed_.exchange(false, std::memory_order_relaxed)) armed_hook(false);
       return -FI_EAGAIN;
     }
     return FI_SUCCESS;  // C4
@@ -136,8 +148,12 @@ class Waitable {
   int try_arm() noexcept {
     return try_arm([this] { return ready(); });
   }
-  /// Clears a stale arm (after a timeout). Harmless if a producer clears it concurrently.
-  void disarm() noexcept { armed_.store(false, std::memory_order_relaxed); }
+  /// Clears a stale arm (after a timeout). Harmless if a producer clears it concurrently: exactly
+  /// one of them ends the armed period.
+  void disarm() noexcept {
+    if (armed_.load(std::memory_order_relaxed) && armed_.exchange(false, std::memory_order_relaxed))
+      armed_hook(false);
+  }
   bool armed() const noexcept { return armed_.load(std::memory_order_relaxed); }
 
   /// Blocks until `pred()` holds, `d` passes, or interrupt() is called, running one progress step
@@ -197,6 +213,7 @@ class Waitable {
   /// wakes too): fi_cq_signal, worker signal. Any thread.
   void interrupt() noexcept {
     interrupts_.fetch_add(1, std::memory_order_acq_rel);
+    if (ProgressSource* p = progress_source()) p->interrupted();
     if (signal_) signal_->raise();
     if (nsubs_.load(std::memory_order_relaxed) != 0) notify_subscribers();
   }
@@ -228,6 +245,9 @@ class Waitable {
 
  private:
   void notify_subscribers() noexcept;
+  void armed_hook(bool armed) noexcept {
+    if (ProgressSource* p = progress_source()) armed ? p->armed() : p->disarmed();
+  }
 
   // Written by consumers (try_arm) and producers (notify): on its own cache line.
   alignas(64) std::atomic<bool> armed_{false};

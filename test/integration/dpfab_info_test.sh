@@ -17,7 +17,8 @@ timeout 60 "$info" >"$out" 2>"$err"; rc=$?
 cat "$out"
 check "default run exits 0 (rc=$rc)" test "$rc" -eq 0
 for s in "arguments: dpfab --no-huge --no-shconf --no-pci" "main (application thread)" \
-         "port 0: net_memif0" "driver        net_memif" "rx interrupt" "FI_DPDK_PORTS"; do
+         "port 0: net_memif0" "driver        net_memif" "rx interrupt" "FI_DPDK_PORTS" \
+         "idle wakeup   polled by the wakeup thread every 20-1000 us" "FI_DPDK_IDLE_POLL_US"; do
   check "prints '$s'" grep -q -- "$s" "$out"
 done
 peak=$(sed -n 's/^resident memory .* \([0-9]*\) KiB peak$/\1/p' "$out")
@@ -39,6 +40,10 @@ check "bad file message names file, line and key" grep -q "$bad:3: key 'spin_us'
 FI_DPDK_EAL_ARGS="--no-huge --lcores=0" timeout 60 "$info" >"$out" 2>"$err"; rc=$?
 check "lcores in EAL args is refused (rc=$rc)" test "$rc" -eq 1
 check "and the message says to use FI_DPDK_LCORES" grep -q "FI_DPDK_LCORES" "$err"
+
+timeout 30 "$info" --stats /nonexistent/dpdk_telemetry.v2 >"$out" 2>"$err"; rc=$?
+check "--stats without a process exits 1 (rc=$rc)" test "$rc" -eq 1
+check "and says what a process needs" grep -q -- "--file-prefix" "$err"
 
 echo "dpfab-info checks: $fails failed"
 exit $((fails > 0))

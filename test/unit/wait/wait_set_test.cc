@@ -273,3 +273,38 @@ TEST(WaitSet, TrywaitCostFollowsActiveMembers) {
   EXPECT_EQ(ws->try_arm(), FI_SUCCESS);
   for (auto& q : qs) ws->remove_member(q.get());
 }
+
+namespace {
+class ArmCounting final : public ProgressSource {
+ public:
+  size_t progress() noexcept override { return 0; }
+  void armed() noexcept override { ++armed_n; }
+  void disarmed() noexcept override { ++disarmed_n; }
+  int armed_n = 0, disarmed_n = 0;
+};
+}  // namespace
+
+// A wait set tells its members' progress sources that a consumer may sleep (the wakeup thread
+// then watches their ports) from a successful fi_trywait until the consumer's next call.
+TEST(WaitSet, MembersProgressSourcesAreArmedWhileTheSetIsArmed) {
+  ArmCounting p;
+  auto q = TestQueue::with(SignalKind::kEventFd);
+  q->set_progress(&p);
+  auto ws = make_set(FI_WAIT_FD);
+  ASSERT_EQ(ws->add_member(q.get(), nullptr), FI_SUCCESS);
+  ASSERT_EQ(ws->try_arm(), FI_SUCCESS);
+  EXPECT_EQ(p.armed_n, 1);
+  ASSERT_EQ(ws->try_arm(), FI_SUCCESS);  // still the same armed period
+  EXPECT_EQ(p.armed_n, 1);
+  q->publish();
+  EXPECT_EQ(ws->try_arm(), -FI_EAGAIN);  // the consumer comes back: the period ends
+  EXPECT_EQ(p.disarmed_n, 1);
+  while (q->take()) {
+  }
+  ASSERT_EQ(ws->try_arm(), FI_SUCCESS);
+  EXPECT_EQ(p.armed_n, 2);
+  ASSERT_EQ(ws->remove_member(q.get()), FI_SUCCESS);  // a leaving member's source is let go
+  EXPECT_EQ(p.disarmed_n, 2);
+  ws->disarm();
+  EXPECT_EQ(p.disarmed_n, 2);
+}

@@ -177,6 +177,51 @@ TEST(Wait, RunsAProgressStepEachRoundUnderManualProgress) {
   EXPECT_EQ(p.calls, 3);
 }
 
+namespace {
+// Counts the armed periods the protocol reports to the progress source (what makes the wakeup
+// thread watch a port).
+class ArmCounting final : public ProgressSource {
+ public:
+  size_t progress() noexcept override { return 0; }
+  void armed() noexcept override { ++armed_n; }
+  void disarmed() noexcept override { ++disarmed_n; }
+  void interrupted() noexcept override { ++interrupted_n; }
+  int armed_n = 0, disarmed_n = 0, interrupted_n = 0;
+};
+}  // namespace
+
+TEST(ArmedHooks, EachArmedPeriodIsReportedOnceAndEndedOnce) {
+  ArmCounting p;
+  {
+    auto q = TestQueue::with(SignalKind::kEventFd);
+    q->set_progress(&p);
+    ASSERT_EQ(q->try_arm(), FI_SUCCESS);  // armed: the port must be watched
+    EXPECT_EQ(p.armed_n, 1);
+    ASSERT_EQ(q->try_arm(), FI_SUCCESS);  // re-arming an armed object is the same period
+    EXPECT_EQ(p.armed_n, 1);
+    EXPECT_EQ(p.disarmed_n, 0);
+    q->publish();  // the producer wakes the consumer: the period ends
+    EXPECT_EQ(p.disarmed_n, 1);
+    q->publish();  // nobody armed: nothing to end
+    EXPECT_EQ(p.disarmed_n, 1);
+    EXPECT_EQ(q->try_arm(), -FI_EAGAIN);  // busy: armed and ended at once
+    EXPECT_EQ(p.armed_n, 2);
+    EXPECT_EQ(p.disarmed_n, 2);
+    while (q->take()) {
+    }
+    ASSERT_EQ(q->try_arm(), FI_SUCCESS);
+    q->disarm();  // a timeout ends it
+    q->disarm();  // twice is harmless
+    EXPECT_EQ(p.armed_n, 3);
+    EXPECT_EQ(p.disarmed_n, 3);
+    q->interrupt();
+    EXPECT_EQ(p.interrupted_n, 1);
+    ASSERT_EQ(q->try_arm(), FI_SUCCESS);  // armed, then the object is closed
+  }
+  EXPECT_EQ(p.armed_n, 4);
+  EXPECT_EQ(p.disarmed_n, 4) << "closing an armed object ends its armed period";
+}
+
 TEST(Subscriptions, RefusesDuplicatesAndTooMany) {
   auto q = TestQueue::with(SignalKind::kEventFd);
   std::vector<std::unique_ptr<Subscription>> subs;
