@@ -58,6 +58,13 @@ Result<PortEngine*> PortEngine::of(port::Port* p) {
   return slot.get();
 }
 
+void PortEngine::for_each(void (*fn)(const PortEngine&, void*), void* arg) noexcept {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  for (const auto& [id, e] : r.engines)
+    if (e) fn(*e, arg);
+}
+
 void PortEngine::close_all() noexcept {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
@@ -231,8 +238,16 @@ void PortEngine::check_link() noexcept {
   if (!port_->info().reconnect_by_restart) return;
   const int64_t now = now_ns();
   if (now < next_link_check_ns_) return;
-  next_link_check_ns_ = now + 1'000'000'000;  // at most once a second
-  if (port_->link_up_now()) return;
+  next_link_check_ns_ = now + 250'000'000;
+  if (port_->link_up_now()) {
+    link_down_check_since_ns_ = 0;
+    return;
+  }
+  // Down: restart only once it has been down for kRestartAfterNs. A link still coming up (the
+  // memif handshake after start) must not be cut short.
+  if (link_down_check_since_ns_ == 0) link_down_check_since_ns_ = now;
+  if (now - link_down_check_since_ns_ < kRestartAfterNs) return;
+  link_down_check_since_ns_ = now;  // the next restart another kRestartAfterNs later
   // The RX side is ours (RX owner); take the TX side too, then restart: a memif client connects
   // at start only. Frames queued in the meantime are dropped by transmit() (link down).
   while (tx_lock_.exchange(true, std::memory_order_acquire))

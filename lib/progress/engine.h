@@ -47,6 +47,9 @@ class PortEngine final : public proto::Link {
   static Result<PortEngine*> of(port::Port* p);
   /// Destroys every engine (provider cleanup, after all endpoints are closed).
   static void close_all() noexcept;
+  /// Calls `fn(engine, arg)` for every engine made so far, under the registry lock (so none is
+  /// destroyed meanwhile): statistics readers such as telemetry. `fn` must not call of().
+  static void for_each(void (*fn)(const PortEngine&, void*), void* arg) noexcept;
 
   /// Binds a UDP port (network byte order) to an endpoint. -FI_EADDRINUSE when taken.
   int bind(uint16_t udp_port_be, proto::Receiver* r) noexcept;
@@ -123,11 +126,13 @@ class PortEngine final : public proto::Link {
   wire::TxChecksumCaps tx_caps_;
   alignas(64) std::atomic<bool> tx_lock_{false};
   alignas(64) std::atomic<bool> rx_busy_{false};
-  wire::DecodeStats decode_;        // written by the RX owner only
-  wire::NeighbourTable neigh_;      // written by the RX owner only (the *_st calls)
-  wire::ArpStats arp_stats_;        // written by the RX owner only
-  uint32_t polls_ = 0;              // RX owner: neighbour timers run every few polls
-  int64_t next_link_check_ns_ = 0;  // RX owner
+  wire::DecodeStats decode_;              // written by the RX owner only
+  wire::NeighbourTable neigh_;            // written by the RX owner only (the *_st calls)
+  wire::ArpStats arp_stats_;              // written by the RX owner only
+  uint32_t polls_ = 0;                    // RX owner: neighbour timers run every few polls
+  int64_t next_link_check_ns_ = 0;        // RX owner
+  int64_t link_down_check_since_ns_ = 0;  // RX owner: down since (0: up), for check_link
+  static constexpr int64_t kRestartAfterNs = 1'000'000'000;
   /// When transmit() first found the link down (0: up). Any thread; races only move it a little.
   std::atomic<int64_t> link_down_since_ns_{0};
   static constexpr int64_t kLinkGraceNs = 1'000'000'000;

@@ -395,6 +395,24 @@ int tel_stats(const char*, const char*, rte_tel_data* d) {
     add_u64(d, k + "idle_poll_us", static_cast<uint64_t>(p.idle_poll_ns / 1000));
     rte_tel_data_add_dict_int(d, (k + "owner_lcore").c_str(), p.owner_lcore);
   }
+  // The data path of each port (lib/progress/engine.h EngineStats, the decoder's rejects).
+  PortEngine::for_each(
+      [](const PortEngine& e, void* arg) {
+        auto* d = static_cast<rte_tel_data*>(arg);
+        const std::string k = "port" + std::to_string(e.port()->info().port_id) + "_";
+        const EngineStats& st = e.stats();
+        add_u64(d, k + "rx_frames", st.rx_frames.load(std::memory_order_relaxed));
+        add_u64(d, k + "tx_frames", st.tx_frames.load(std::memory_order_relaxed));
+        add_u64(d, k + "tx_full", st.tx_full.load(std::memory_order_relaxed));
+        add_u64(d, k + "tx_link_down", st.tx_link_down.load(std::memory_order_relaxed));
+        add_u64(d, k + "restarts", st.restarts.load(std::memory_order_relaxed));
+        add_u64(d, k + "no_listener", st.no_listener.load(std::memory_order_relaxed));
+        add_u64(d, k + "not_ours", st.not_ours.load(std::memory_order_relaxed));
+        add_u64(d, k + "arp", st.arp.load(std::memory_order_relaxed));
+        add_u64(d, k + "arp_sent", st.arp_sent.load(std::memory_order_relaxed));
+        add_u64(d, k + "rx_rejected", e.decode_stats().rejected());
+      },
+      d);
   for (const auto& l : s.lcores) {
     std::string k = "lcore" + std::to_string(l.lcore) + "_";
     add_u64(d, k + "parked", l.parked);

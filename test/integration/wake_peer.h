@@ -164,11 +164,12 @@ class Peer {
 
   /// Posts one receive (64 KiB-free: messages are small).
   int post_recv() {
-    for (;;) {
+    for (int i = 0; i < 100000; ++i) {
       ssize_t r = fi_recv(ep_, rx_, sizeof(rx_), nullptr, FI_ADDR_UNSPEC, rx_);
       if (r != -FI_EAGAIN) return static_cast<int>(r);
       drain(0);
     }
+    return -FI_EAGAIN;
   }
 
   /// Sends `len` bytes carrying `seq` in the first 8.
