@@ -113,6 +113,9 @@ void Worker::signal() noexcept {
   // S2: raise the set's signal: the eventfd write (readable for poll and wait), through the
   // Signal so that its next drain knows to read it.
   set_->raise_signal();
+  // S3: a parked lcore comes back too (issue 6: "unparked by ... worker signal"); atomics and an
+  // eventfd write, async-signal-safe like the rest.
+  if (progress_) progress_->interrupted();
 }
 
 std::optional<Wake> Worker::arm_or_wake() noexcept {
