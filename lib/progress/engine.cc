@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 
+#include "common/counter.h"
 #include "common/log.h"
 #include "progress/wakeup.h"
 #include "wire/multicast.h"
@@ -118,8 +119,8 @@ uint16_t PortEngine::transmit(rte_mbuf** frames, uint16_t n) noexcept {
   while (tx_lock_.exchange(true, std::memory_order_acquire))
     while (tx_lock_.load(std::memory_order_relaxed)) rte_pause();
   uint16_t sent = rte_eth_tx_burst(port_id_, 0, frames, n);
+  bump(stats_.tx_frames, sent);  // under the TX lock: one writer
   tx_lock_.store(false, std::memory_order_release);
-  stats_.tx_frames.fetch_add(sent, std::memory_order_relaxed);
   if (sent != n) {
     // A full queue on a live link is back-pressure (the caller sees -FI_EAGAIN), and so is a link
     // that is not up yet (a memif just connecting). A link down for longer than kLinkGraceNs (a
@@ -152,18 +153,18 @@ PortEngine::Handled PortEngine::handle(rte_mbuf* m) noexcept {
       if (unlikely(wire::is_multicast_ipv4(f.dst_ip_be))) return deliver_group(f, m);
       if (unlikely(f.dst_ip_be != ipv4_be_ ||
                    !rte_is_same_ether_addr(&f.dst_mac, &port_->info().mac))) {
-        stats_.not_ours.fetch_add(1, std::memory_order_relaxed);
+        bump(stats_.not_ours);
         return Handled::kFree;
       }
       proto::Receiver* r = demux_[rte_be_to_cpu_16(f.dst_port_be)].load(std::memory_order_acquire);
       if (!r) {
-        stats_.no_listener.fetch_add(1, std::memory_order_relaxed);
+        bump(stats_.no_listener);
         return Handled::kFree;
       }
       return r->deliver(f, m) ? Handled::kKept : Handled::kDelivered;
     }
     case wire::Verdict::kArp: {
-      stats_.arp.fetch_add(1, std::memory_order_relaxed);
+      bump(stats_.arp);
       wire::Local local{port_->info().mac, ipv4_be_};
       uint8_t reply[wire::kMinFrameLen];
       auto r = wire::handle_arp_st(std::span<const uint8_t>(f.payload, f.payload_len), local,
@@ -208,7 +209,7 @@ size_t PortEngine::progress() noexcept {
   rx_busy_.store(false, std::memory_order_release);
   if (n) {
     rte_pktmbuf_free_bulk(pkts, to_free);
-    stats_.rx_frames.fetch_add(n, std::memory_order_relaxed);
+    bump(stats_.rx_frames, n);
   }
   return delivered;
 }
@@ -331,10 +332,10 @@ PortEngine::Handled PortEngine::deliver_group(const wire::Frame& f, rte_mbuf* m)
     if (!r->deliver(f, m)) rte_pktmbuf_free(m);  // drops the member's reference only
   });
   if (n == 0) {
-    group_stats_.no_member.fetch_add(1, std::memory_order_relaxed);
+    bump(group_stats_.no_member);
     return Handled::kFree;
   }
-  group_stats_.delivered.fetch_add(n, std::memory_order_relaxed);
+  bump(group_stats_.delivered, n);
   return Handled::kDelivered;
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/counter.h"
 #include "common/log.h"
 #include "wire/format.h"
 
@@ -159,7 +160,10 @@ ssize_t DgramEndpoint::send(const iovec* iov, size_t count, const Destination& d
   h.src_ep = rte_be_to_cpu_16(ep_id_be_);
   h.dst_ep = rte_be_to_cpu_16(dst.ep_id_be);
   h.cq_data = data;
-  uint16_t ip_id = ip_id_.fetch_add(1, std::memory_order_relaxed);
+  // Our datagrams are atomic (DF set, never fragmented): RFC 6864 lets their IPv4 ID be any
+  // value, so concurrent senders may race on it (relaxed load and store, no locked add).
+  const uint16_t ip_id = ip_id_.load(std::memory_order_relaxed);
+  ip_id_.store(static_cast<uint16_t>(ip_id + 1), std::memory_order_relaxed);
   if (int r = wire::encode_mbuf(m, route, h, ip_id, link_->tx_caps()); r != 0) {
     rte_pktmbuf_free(m);
     return r == -EMSGSIZE ? -FI_EMSGSIZE : -FI_EINVAL;
@@ -176,7 +180,7 @@ ssize_t DgramEndpoint::send(const iovec* iov, size_t count, const Destination& d
 }
 
 bool DgramEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
-  stats_.rx_frames.fetch_add(1, std::memory_order_relaxed);
+  bump(stats_.rx_frames);  // the RX owner only
   RecvDesc d;
   // In order: behind held-back frames; and only with CQ room (RM) and a posted receive.
   if (!has_backlog() && (!rx_cq_ || rx_cq_->would_fit(1)) && next_recv(&d)) {
@@ -191,7 +195,7 @@ bool DgramEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
   Held& h = backlog_[backlog_tail_++ % kBacklog];
   h.frame = f;
   h.mbuf = m;
-  stats_.rx_held.fetch_add(1, std::memory_order_relaxed);
+  bump(stats_.rx_held);
   return true;
 }
 
@@ -234,7 +238,7 @@ void DgramEndpoint::complete_rx(const RecvDesc& d, const wire::Frame& f,
   const uint64_t flags = FI_RECV | FI_MSG | (has_data ? FI_REMOTE_CQ_DATA : 0);
   void* buf = d.count ? d.iov[0].iov_base : nullptr;
   if (total > room) {
-    stats_.rx_truncated.fetch_add(1, std::memory_order_relaxed);
+    bump(stats_.rx_truncated);
     if (rx_cq_) {
       fi_cq_err_entry err{};
       err.op_context = d.context;

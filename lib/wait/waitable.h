@@ -46,6 +46,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "common/fence.h"
 #include "common/result.h"
 #include "wait/deadline.h"
 #include "wait/signal.h"
@@ -119,8 +120,9 @@ class Waitable {
   /// consumer's predicate true. No syscall unless a consumer is armed. Any thread.
   void notify() noexcept {
     // P2: orders the caller's publication before the armed_ load; pairs with the seq_cst store of
-    // armed_ in try_arm (store-buffering: one of the two sides sees the other).
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    // armed_ in try_arm (store-buffering: one of the two sides sees the other). full_fence is
+    // std::atomic_thread_fence(seq_cst), cheaper on x86-64 (common/fence.h).
+    full_fence();
     if (armed_.load(std::memory_order_relaxed) &&
         armed_.exchange(false, std::memory_order_acq_rel)) {
       if (signal_) signal_->raise();
