@@ -128,8 +128,8 @@ Result<std::string> create_vdev(const std::string& spec, UniqueFd* role_lock) {
       // else can hold the lock).
       if (server && get_arg(args, "socket-abstract") == "no") unlink(sock.c_str());
       args = set_arg(args, "role", server ? "server" : "client");
-    }
-    if (get_arg(args, "role") == "server" && get_arg(args, "socket-abstract") == "no") {
+    } else if (get_arg(args, "role") == "server" && get_arg(args, "socket-abstract") == "no") {
+      // An explicit server holds no lock: a file is stale only if nobody accepts on it.
       std::string sock = get_arg(args, "socket");
       remove_stale_memif_socket(sock.empty() ? "/run/memif.sock" : sock);
     }

@@ -115,30 +115,38 @@ void PortEngine::rx_wait() noexcept {
   sched_yield();
 }
 
-uint16_t PortEngine::transmit(rte_mbuf** frames, uint16_t n) noexcept {
+int64_t PortEngine::link_down_for_ns(int64_t now) noexcept {
+  if (port_->link_up_now()) {
+    if (link_down_since_ns_.load(std::memory_order_relaxed) != 0)
+      link_down_since_ns_.store(0, std::memory_order_relaxed);
+    return 0;
+  }
+  int64_t since = 0;
+  // The first to see it down starts the clock; `since` is then 0 (just started) or the start.
+  link_down_since_ns_.compare_exchange_strong(since, now, std::memory_order_relaxed);
+  return since == 0 ? 0 : now - since;
+}
+
+void PortEngine::lock_tx() noexcept {
   while (tx_lock_.exchange(true, std::memory_order_acquire))
     while (tx_lock_.load(std::memory_order_relaxed)) rte_pause();
+}
+
+uint16_t PortEngine::transmit(rte_mbuf** frames, uint16_t n) noexcept {
+  lock_tx();
   uint16_t sent = rte_eth_tx_burst(port_id_, 0, frames, n);
   bump(stats_.tx_frames, sent);  // under the TX lock: one writer
-  tx_lock_.store(false, std::memory_order_release);
+  unlock_tx();
   if (sent != n) {
     // A full queue on a live link is back-pressure (the caller sees -FI_EAGAIN), and so is a link
     // that is not up yet (a memif just connecting). A link down for longer than kLinkGraceNs (a
     // memif whose peer died) would be back-pressure for ever: its frames are dropped.
-    if (unlikely(!port_->link_up_now())) {
-      const int64_t now = now_ns();
-      int64_t since = 0;
-      // The first to see it down starts the clock; `since` is then 0 (just started) or the start.
-      link_down_since_ns_.compare_exchange_strong(since, now, std::memory_order_relaxed);
-      if (since != 0 && now - since > kLinkGraceNs) {
-        rte_pktmbuf_free_bulk(frames + sent, n - sent);
-        stats_.tx_link_down.fetch_add(n - sent, std::memory_order_relaxed);
-        DPFAB_WARN_ONCE(FI_LOG_EP_DATA, "port %s: link down, datagrams are dropped",
-                        port_->info().name.c_str());
-        return n;
-      }
-    } else {
-      link_down_since_ns_.store(0, std::memory_order_relaxed);
+    if (unlikely(link_down_for_ns(now_ns()) > kLinkGraceNs)) {
+      rte_pktmbuf_free_bulk(frames + sent, n - sent);
+      stats_.tx_link_down.fetch_add(n - sent, std::memory_order_relaxed);
+      DPFAB_WARN_ONCE(FI_LOG_EP_DATA, "port %s: link down, datagrams are dropped",
+                      port_->info().name.c_str());
+      return n;
     }
     stats_.tx_full.fetch_add(1, std::memory_order_relaxed);
   }
@@ -240,21 +248,15 @@ void PortEngine::check_link() noexcept {
   const int64_t now = now_ns();
   if (now < next_link_check_ns_) return;
   next_link_check_ns_ = now + 250'000'000;
-  if (port_->link_up_now()) {
-    link_down_check_since_ns_ = 0;
-    return;
-  }
-  // Down: restart only once it has been down for kRestartAfterNs. A link still coming up (the
-  // memif handshake after start) must not be cut short.
-  if (link_down_check_since_ns_ == 0) link_down_check_since_ns_ = now;
-  if (now - link_down_check_since_ns_ < kRestartAfterNs) return;
-  link_down_check_since_ns_ = now;  // the next restart another kRestartAfterNs later
+  // Restart only a link down for longer than kLinkGraceNs (a memif handshake after start must
+  // not be cut short), and at most once per kLinkGraceNs.
+  if (link_down_for_ns(now) <= kLinkGraceNs || now - last_restart_ns_ < kLinkGraceNs) return;
+  last_restart_ns_ = now;
   // The RX side is ours (RX owner); take the TX side too, then restart: a memif client connects
-  // at start only. Frames queued in the meantime are dropped by transmit() (link down).
-  while (tx_lock_.exchange(true, std::memory_order_acquire))
-    while (tx_lock_.load(std::memory_order_relaxed)) rte_pause();
+  // at start only. Frames sent meanwhile are dropped by transmit() (link down).
+  lock_tx();
   port_->restart();
-  tx_lock_.store(false, std::memory_order_release);
+  unlock_tx();
   stats_.restarts.fetch_add(1, std::memory_order_relaxed);
 }
 

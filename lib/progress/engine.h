@@ -119,6 +119,10 @@ class PortEngine final : public proto::Link {
   void send_raw(const uint8_t* frame, size_t len) noexcept;
   void tick_neighbours() noexcept;  // RX owner: retries and new resolutions
   void check_link() noexcept;       // RX owner: reconnects a memif client whose link is down
+  /// How long the link has been down (0: up, or just found down). Any thread.
+  int64_t link_down_for_ns(int64_t now) noexcept;
+  void lock_tx() noexcept;
+  void unlock_tx() noexcept { tx_lock_.store(false, std::memory_order_release); }
 
   port::Port* port_;
   uint16_t port_id_;
@@ -126,14 +130,14 @@ class PortEngine final : public proto::Link {
   wire::TxChecksumCaps tx_caps_;
   alignas(64) std::atomic<bool> tx_lock_{false};
   alignas(64) std::atomic<bool> rx_busy_{false};
-  wire::DecodeStats decode_;              // written by the RX owner only
-  wire::NeighbourTable neigh_;            // written by the RX owner only (the *_st calls)
-  wire::ArpStats arp_stats_;              // written by the RX owner only
-  uint32_t polls_ = 0;                    // RX owner: neighbour timers run every few polls
-  int64_t next_link_check_ns_ = 0;        // RX owner
-  int64_t link_down_check_since_ns_ = 0;  // RX owner: down since (0: up), for check_link
-  static constexpr int64_t kRestartAfterNs = 1'000'000'000;
-  /// When transmit() first found the link down (0: up). Any thread; races only move it a little.
+  wire::DecodeStats decode_;        // written by the RX owner only
+  wire::NeighbourTable neigh_;      // written by the RX owner only (the *_st calls)
+  wire::ArpStats arp_stats_;        // written by the RX owner only
+  uint32_t polls_ = 0;              // RX owner: neighbour timers run every few polls
+  int64_t next_link_check_ns_ = 0;  // RX owner
+  int64_t last_restart_ns_ = 0;     // RX owner
+  /// When the link was first found down (0: up): link_down_for_ns. Any thread; races only move it
+  /// a little.
   std::atomic<int64_t> link_down_since_ns_{0};
   static constexpr int64_t kLinkGraceNs = 1'000'000'000;
   std::atomic<bool> neigh_pending_{false};  // a resolution is under way: tick on idle polls

@@ -62,6 +62,12 @@ struct RunResult {
   bool ok() const { return !timed_out && status == 0; }
 };
 
+/// A whole file ("" when it cannot be read).
+inline std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
 namespace detail {
 
 /// The environment of a child: ours, with each KEY=VALUE of `extra` added or replacing ours.

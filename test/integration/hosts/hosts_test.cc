@@ -49,13 +49,6 @@ std::vector<std::string> left_after(const std::vector<std::string>& names,
   }
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 /// Waits up to 5 s for pid to be in namespace ns (`ip netns exec` enters it, then execs).
 bool wait_inside(const std::string& ns, pid_t pid) {
   for (auto deadline = Clock::now() + 5s; Clock::now() < deadline;) {

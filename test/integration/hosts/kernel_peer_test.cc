@@ -34,11 +34,6 @@ using namespace dpfab::test::hosts;
 
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
 std::string self_exe() {
   char buf[4096];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
@@ -88,6 +83,18 @@ int open_res(Res& r, const char* node, const char* service) {
   return fi_av_open(r.domain, &attr, &r.av, nullptr);
 }
 
+// The IPv4 addresses argv[0..argc) as sockaddr_in with UDP port 7 (the probes' peer service).
+bool to_sockaddrs(int argc, char** argv, std::vector<sockaddr_in>* out) {
+  out->assign(static_cast<size_t>(argc), sockaddr_in{});
+  for (int i = 0; i < argc; ++i) {
+    sockaddr_in& a = (*out)[static_cast<size_t>(i)];
+    a.sin_family = AF_INET;
+    a.sin_port = htons(7);
+    if (inet_pton(AF_INET, argv[i], &a.sin_addr) != 1) return false;
+  }
+  return true;
+}
+
 std::string mac_of(const uint8_t* native) {  // bytes 2..7 of the native address
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%02x:%02x:%02x:%02x:%02x:%02x", native[2], native[3], native[4],
@@ -102,12 +109,8 @@ int probe_resolve(int argc, char** argv) {
   int ret = open_res(r, nullptr, nullptr);
   if (ret) return std::printf("open %d\n", ret), 2;
   const size_t n = static_cast<size_t>(argc);
-  std::vector<sockaddr_in> addrs(n);
-  for (size_t i = 0; i < n; ++i) {
-    addrs[i].sin_family = AF_INET;
-    addrs[i].sin_port = htons(7);
-    if (inet_pton(AF_INET, argv[i], &addrs[i].sin_addr) != 1) return 2;
-  }
+  std::vector<sockaddr_in> addrs;
+  if (!to_sockaddrs(argc, argv, &addrs)) return 2;
   std::vector<fi_addr_t> fa(n, FI_ADDR_NOTAVAIL);
   std::vector<int> errs(n, 0);
   const auto t0 = Clock::now();
@@ -157,12 +160,8 @@ int probe_resolve_async(int argc, char** argv) {
   attr.flags = FI_EVENT;
   if (fi_av_open(r.domain, &attr, &r.av, nullptr) || fi_av_bind(r.av, &eq->fid, 0)) return 2;
   const size_t n = static_cast<size_t>(argc);
-  std::vector<sockaddr_in> addrs(n);
-  for (size_t i = 0; i < n; ++i) {
-    addrs[i].sin_family = AF_INET;
-    addrs[i].sin_port = htons(7);
-    if (inet_pton(AF_INET, argv[i], &addrs[i].sin_addr) != 1) return 2;
-  }
+  std::vector<sockaddr_in> addrs;
+  if (!to_sockaddrs(argc, argv, &addrs)) return 2;
   std::vector<fi_addr_t> fa(n, FI_ADDR_NOTAVAIL);
   int ctx = 0;
   const auto t0 = Clock::now();
