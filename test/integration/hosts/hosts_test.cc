@@ -341,8 +341,14 @@ TEST_P(OwnerKilled, ItsHostsFolderAndProcessesAreGone) {
   auto left = left_after(names, 10s);
   EXPECT_TRUE(left.empty()) << "left: " << join(left);
   EXPECT_TRUE(namespaces_of(child).empty()) << join(namespaces_of(child));
+  // The reaper removes the folder after the namespaces: give it a moment more.
   struct stat st;
-  EXPECT_NE(stat(dir.c_str(), &st), 0) << dir << " is still there";
+  bool dir_gone = false;
+  for (auto deadline1 = Clock::now() + 5s; !dir_gone && Clock::now() < deadline1;) {
+    dir_gone = stat(dir.c_str(), &st) != 0;
+    if (!dir_gone) std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(dir_gone) << dir << " is still there";
   // The process it started in a host (its parent gone, init reaps it once it is ended).
   bool sleeper_gone = false;
   for (auto deadline2 = Clock::now() + 5s; !sleeper_gone && Clock::now() < deadline2;) {
