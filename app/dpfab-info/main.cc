@@ -11,8 +11,9 @@
 //   dpfab-info [-v]                  -v: also show dpdk/EAL log lines at info level
 //   dpfab-info --stats [<prefix>|<socket>]
 //        the wakeup thread, port and lcore statistics (/dpfab/stats) of a running process: its
-//        EAL --file-prefix (socket /run/dpdk/<prefix>/dpdk_telemetry.v2) or the socket path;
-//        without an argument, of every process that answers under /run/dpdk.
+//        EAL --file-prefix (socket /run/dpdk/<prefix>/dpdk_telemetry.v2; dpfab gives each
+//        process dpfab-<pid> unless told otherwise) or the socket path; without an argument,
+//        of every process that answers under /run/dpdk.
 #include <dirent.h>
 #include <rte_ethdev.h>
 #include <rte_version.h>
@@ -31,6 +32,7 @@
 #include "common/log.h"
 #include "dpfab_build_config.h"
 #include "eal/eal.h"
+#include "eal/eal_args.h"
 #include "port/port.h"
 
 using namespace dpfab;
@@ -121,15 +123,15 @@ bool print_stats(const std::string& json) {
 }
 
 int stats_main(const char* target) {
+  const std::string base = eal::runtime_base();
   std::vector<std::string> sockets;
   if (target && std::strchr(target, '/')) {
     sockets.push_back(target);
   } else if (target) {
-    sockets.push_back(std::string("/run/dpdk/") + target + "/dpdk_telemetry.v2");
-  } else if (DIR* d = opendir("/run/dpdk")) {
+    sockets.push_back(base + "/" + target + "/dpdk_telemetry.v2");
+  } else if (DIR* d = opendir(base.c_str())) {
     while (dirent* e = readdir(d))
-      if (e->d_name[0] != '.')
-        sockets.push_back(std::string("/run/dpdk/") + e->d_name + "/dpdk_telemetry.v2");
+      if (e->d_name[0] != '.') sockets.push_back(base + "/" + e->d_name + "/dpdk_telemetry.v2");
     closedir(d);
   }
   int shown = 0;
@@ -143,10 +145,11 @@ int stats_main(const char* target) {
   }
   if (!shown) {
     std::fprintf(stderr,
-                 "dpfab-info: no running process answered%s%s. Each process needs telemetry (no "
+                 "dpfab-info: no running process answered %s%s. Each process needs telemetry (no "
                  "--no-telemetry) and, when several run at once, its own --file-prefix in "
-                 "FI_DPDK_EAL_ARGS: the first one holds /run/dpdk/rte/dpdk_telemetry.v2.\n",
-                 target ? " at " : "", target ? target : " under /run/dpdk");
+                 "FI_DPDK_EAL_ARGS (dpfab-<pid> is the default without hugepage files; with "
+                 "them the first process of a prefix holds its telemetry socket).\n",
+                 target ? "at " : "under ", target ? target : base.c_str());
     return 1;
   }
   return 0;

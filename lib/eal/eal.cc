@@ -9,8 +9,10 @@
 #include <rte_log.h>
 #include <sched.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -28,6 +30,7 @@ struct Once {
   std::unique_ptr<State> state;
   Error error;
   std::vector<std::string> argv_storage;  // EAL keeps pointers into argv
+  std::string own_runtime_dir;            // removed at exit when plan() chose the prefix
 };
 Once& once() {
   static Once* o = new Once();
@@ -85,6 +88,10 @@ void describe_lcores(State& st, const config::Config& cfg) {
   }
 }
 
+// Registered before rte_eal_init, so it runs after telemetry's own exit handler has unlinked its
+// socket: the directory is empty by then (an rmdir that fails leaves it, harmlessly).
+void remove_own_runtime_dir() { rmdir(once().own_runtime_dir.c_str()); }
+
 }  // namespace
 
 void route_rte_log() noexcept {
@@ -122,6 +129,14 @@ Result<const State*> start(const config::Config& cfg) {
     }
     st->owned = true;
     st->argv = p->argv;
+    if (!p->own_prefix.empty()) {
+      std::string base = runtime_base();
+      if (int n = sweep_stale_runtime_dirs(base))
+        DPFAB_INFO(FI_LOG_CORE, "removed %d runtime directories of exited processes in %s", n,
+                   base.c_str());
+      o.own_runtime_dir = base + "/" + p->own_prefix;
+      std::atexit(remove_own_runtime_dir);
+    }
     route_rte_log();
     // EAL keeps pointers into argv for some options: the strings live as long as the process.
     auto& storage = o.argv_storage;

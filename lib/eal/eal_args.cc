@@ -1,9 +1,15 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "eal_args.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <rdma/fi_errno.h>
 #include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
 
 #include <algorithm>
 #include <regex>
@@ -27,11 +33,11 @@ std::vector<unsigned> current_cpus() {
   return cpus;
 }
 
-Result<Plan> plan(const config::Config& cfg, const std::vector<unsigned>& main_cpus) {
+Result<Plan> plan(const config::Config& cfg, const std::vector<unsigned>& main_cpus, int pid) {
   if (main_cpus.empty()) return make_error(-FI_EINVAL, "the calling thread has no CPU affinity");
   Plan p;
   p.argv.emplace_back("dpfab");
-  bool no_pci = false;
+  bool no_pci = false, has_prefix = false, no_huge_files = false;
   for (const auto& a : cfg.eal_args) {
     for (const char* forbidden : {"-l", "-c", "--lcores", "--main-lcore", "--master-lcore"}) {
       std::string f(forbidden);
@@ -40,7 +46,13 @@ Result<Plan> plan(const config::Config& cfg, const std::vector<unsigned>& main_c
                                           "' chooses lcores; set them with FI_DPDK_LCORES instead");
     }
     no_pci |= (a == "--no-pci");
+    has_prefix |= (a == "--file-prefix" || a.rfind("--file-prefix=", 0) == 0);
+    no_huge_files |= (a == "--no-huge" || a == "--in-memory");
     p.argv.push_back(a);
+  }
+  if (!has_prefix && no_huge_files) {
+    p.own_prefix = "dpfab-" + std::to_string(pid > 0 ? pid : static_cast<int>(getpid()));
+    p.argv.push_back("--file-prefix=" + p.own_prefix);
   }
 
   p.workers = cfg.lcores;
@@ -63,6 +75,38 @@ Result<Plan> plan(const config::Config& cfg, const std::vector<unsigned>& main_c
     p.argv.push_back(port);
   }
   return p;
+}
+
+std::string runtime_base() {
+  if (getuid() == 0) return "/var/run/dpdk";
+  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+  return std::string(xdg && *xdg ? xdg : "/tmp") + "/dpdk";
+}
+
+int sweep_stale_runtime_dirs(const std::string& base) {
+  DIR* d = opendir(base.c_str());
+  if (!d) return 0;
+  std::vector<std::string> stale;
+  while (dirent* e = readdir(d)) {
+    std::string_view name(e->d_name);
+    if (name.rfind("dpfab-", 0) != 0) continue;
+    auto pid = str::parse_int(name.substr(6));
+    if (!pid || *pid <= 0) continue;
+    if (kill(static_cast<pid_t>(*pid), 0) == 0 || errno != ESRCH) continue;  // alive, or not ours
+    stale.emplace_back(name);
+  }
+  closedir(d);
+  int removed = 0;
+  for (const auto& name : stale) {
+    std::string dir = base + "/" + name;
+    if (DIR* sub = opendir(dir.c_str())) {
+      while (dirent* e = readdir(sub))
+        if (e->d_name[0] != '.') unlink((dir + "/" + e->d_name).c_str());
+      closedir(sub);
+    }
+    removed += rmdir(dir.c_str()) == 0;
+  }
+  return removed;
 }
 
 }  // namespace dpfab::eal

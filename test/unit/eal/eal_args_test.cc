@@ -6,6 +6,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <rdma/fi_errno.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
 
 using testing::Contains;
 using testing::HasSubstr;
@@ -73,3 +79,63 @@ TEST(EalArgs, PciAddressRecognition) {
 }
 
 TEST(EalArgs, EmptyCpuSetIsRefused) { EXPECT_FALSE(dpfab::eal::plan(base(), {})); }
+
+TEST(EalArgs, EachProcessGetsItsOwnFilePrefixWithoutHugepageFiles) {
+  auto p = dpfab::eal::plan(base(), {0}, 4242);
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->own_prefix, "dpfab-4242");
+  EXPECT_THAT(p->argv, Contains("--file-prefix=dpfab-4242"));
+  auto mem = base();
+  mem.eal_args = {"--in-memory"};
+  p = dpfab::eal::plan(mem, {0}, 7);
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_THAT(p->argv, Contains("--file-prefix=dpfab-7"));
+}
+
+TEST(EalArgs, TheUsersPrefixAndHugepageFilesAreLeftAlone) {
+  for (auto args : std::vector<std::vector<std::string>>{{"--no-huge", "--file-prefix", "mine"},
+                                                         {"--no-huge", "--file-prefix=mine"},
+                                                         {"--no-shconf", "--no-pci"}}) {
+    auto c = base();
+    c.eal_args = args;
+    auto p = dpfab::eal::plan(c, {0}, 4242);
+    ASSERT_TRUE(p) << p.error().message;
+    EXPECT_TRUE(p->own_prefix.empty()) << args.back();
+    for (const auto& a : p->argv) EXPECT_EQ(a.find("dpfab-"), std::string::npos) << a;
+  }
+}
+
+TEST(EalArgs, SweepRemovesOnlyTheFoldersOfExitedProcesses) {
+  char tmpl[] = "/tmp/dpfab-sweep-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string base = tmpl;
+  pid_t gone = fork();
+  ASSERT_GE(gone, 0);
+  if (gone == 0) _exit(0);
+  ASSERT_EQ(waitpid(gone, nullptr, 0), gone);
+  const std::string dead = base + "/dpfab-" + std::to_string(gone);
+  const std::string alive = base + "/dpfab-" + std::to_string(getpid());
+  for (const auto& d : {dead, alive, base + "/rte", base + "/dpfab-x"}) {
+    ASSERT_EQ(mkdir(d.c_str(), 0700), 0) << d;
+    std::ofstream(d + "/dpdk_telemetry.v2") << "x";
+  }
+  EXPECT_EQ(dpfab::eal::sweep_stale_runtime_dirs(base), 1);
+  struct stat st;
+  EXPECT_NE(stat(dead.c_str(), &st), 0) << "the exited process's folder is still there";
+  for (const auto& d : {alive, base + "/rte", base + "/dpfab-x"}) {
+    EXPECT_EQ(stat(d.c_str(), &st), 0) << d << " was removed";
+    unlink((d + "/dpdk_telemetry.v2").c_str());
+    rmdir(d.c_str());
+  }
+  EXPECT_EQ(rmdir(base.c_str()), 0);
+  EXPECT_EQ(dpfab::eal::sweep_stale_runtime_dirs(base), 0);  // a missing base is no error
+}
+
+TEST(EalArgs, RuntimeBaseIsEalsOwn) {
+  if (getuid() == 0) {
+    EXPECT_EQ(dpfab::eal::runtime_base(), "/var/run/dpdk");
+  } else {
+    const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+    EXPECT_EQ(dpfab::eal::runtime_base(), std::string(xdg && *xdg ? xdg : "/tmp") + "/dpdk");
+  }
+}
