@@ -134,7 +134,7 @@ void PortEngine::lock_tx() noexcept {
 
 uint16_t PortEngine::transmit(rte_mbuf** frames, uint16_t n) noexcept {
   lock_tx();
-  uint16_t sent = rte_eth_tx_burst(port_id_, 0, frames, n);
+  uint16_t sent = likely(!stopped_) ? rte_eth_tx_burst(port_id_, 0, frames, n) : 0;
   bump(stats_.tx_frames, sent);  // under the TX lock: one writer
   unlock_tx();
   if (sent != n) {
@@ -203,7 +203,7 @@ size_t PortEngine::progress() noexcept {
     return 0;
   size_t delivered = drain_backlogs();  // frames held for receives posted since
   rte_mbuf* pkts[kBurst];
-  uint16_t n = rte_eth_rx_burst(port_id_, 0, pkts, kBurst);
+  uint16_t n = likely(!stopped_) ? rte_eth_rx_burst(port_id_, 0, pkts, kBurst) : 0;
   uint16_t to_free = 0;
   for (uint16_t i = 0; i < n; ++i) {
     Handled h = handle(pkts[i]);
@@ -255,7 +255,7 @@ void PortEngine::check_link() noexcept {
   // The RX side is ours (RX owner); take the TX side too, then restart: a memif client connects
   // at start only. Frames sent meanwhile are dropped by transmit() (link down).
   lock_tx();
-  port_->restart();
+  stopped_ = port_->restart() != 0;
   unlock_tx();
   stats_.restarts.fetch_add(1, std::memory_order_relaxed);
 }

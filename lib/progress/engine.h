@@ -136,6 +136,10 @@ class PortEngine final : public proto::Link {
   uint32_t polls_ = 0;              // RX owner: neighbour timers run every few polls
   int64_t next_link_check_ns_ = 0;  // RX owner
   int64_t last_restart_ns_ = 0;     // RX owner
+  /// A restart failed (a memif client with no server): the port is stopped, and DPDK's bursts on
+  /// a stopped port are a misuse (its stand-in burst dumps a stack trace). No burst until a
+  /// restart succeeds. Written holding both RX ownership and the TX lock, read holding either.
+  bool stopped_ = false;
   /// When the link was first found down (0: up): link_down_for_ns. Any thread; races only move it
   /// a little.
   std::atomic<int64_t> link_down_since_ns_{0};
