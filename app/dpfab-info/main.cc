@@ -212,7 +212,13 @@ int main(int argc, char** argv) {
     std::printf("    tx queues     %u of %u, %u descriptors\n", i.tx_queues, i.max_tx_queues,
                 i.tx_desc);
     std::printf("    rx interrupt  %s\n", port::rx_interrupt_name(i.rx_interrupt));
-    if (i.rx_interrupt == port::RxInterrupt::kNone)
+    if (i.rx_interrupt == port::RxInterrupt::kNone && !i.memif_link.empty())
+      std::printf(
+          "    idle wakeup   kicked by the peer when it is dpfab (memif kick, "
+          "@dpfab-kick:%s); else polled by the wakeup thread every 20-%lld us while its "
+          "consumers sleep or its lcore is parked (FI_DPDK_IDLE_POLL_US)\n",
+          i.memif_link.c_str(), static_cast<long long>(cfg->idle_poll_us));
+    else if (i.rx_interrupt == port::RxInterrupt::kNone)
       std::printf(
           "    idle wakeup   polled by the wakeup thread every 20-%lld us while its "
           "consumers sleep or its lcore is parked (FI_DPDK_IDLE_POLL_US)\n",

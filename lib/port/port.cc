@@ -380,8 +380,16 @@ Result<std::unique_ptr<Port>> Port::open(const std::string& spec,
     if (!made) return made.error();
     in.spec = *made;
     in.created = true;
-    in.reconnect_by_restart =
-        name.rfind("net_memif", 0) == 0 && get_arg(split_spec(*made).second, "role") == "client";
+    const std::string made_args = split_spec(*made).second;
+    const bool memif = name.rfind("net_memif", 0) == 0;
+    in.reconnect_by_restart = memif && get_arg(made_args, "role") == "client";
+    if (memif) {
+      // Both ends name the link alike: memif's socket (its default when none is given) and id.
+      std::string sock = get_arg(made_args, "socket");
+      std::string id = get_arg(made_args, "id");
+      in.memif_link = (sock.empty() ? "/run/memif.sock" : sock) + "#" + (id.empty() ? "0" : id);
+      in.memif_server = get_arg(made_args, "role") == "server";
+    }
     if (rte_eth_dev_get_port_by_name(name.c_str(), &port_id) != 0)
       return make_error(-FI_ENODEV, "port '" + spec + "': created, but no ethdev port appeared");
   }

@@ -65,6 +65,10 @@ struct Info {
   /// A memif client: DPDK 22.11's memif connects only at device start, so when its server goes
   /// away the port must be restarted to reach the next one (Port::restart).
   bool reconnect_by_restart = false;
+  /// A memif port dpfab created: its link's name, the same at both ends (socket path and
+  /// interface id), and whether we are memif's server. Empty otherwise.
+  std::string memif_link;
+  bool memif_server = false;
 };
 
 class Port {

@@ -135,6 +135,7 @@ void PortEngine::lock_tx() noexcept {
 uint16_t PortEngine::transmit(rte_mbuf** frames, uint16_t n) noexcept {
   lock_tx();
   uint16_t sent = likely(!stopped_) ? rte_eth_tx_burst(port_id_, 0, frames, n) : 0;
+  if (kick_peer_.flag && sent) KickChannel::kick(kick_peer_);
   bump(stats_.tx_frames, sent);  // under the TX lock: one writer
   unlock_tx();
   if (sent != n) {

@@ -17,6 +17,7 @@
 
 #include "common/result.h"
 #include "port/port.h"
+#include "progress/memif_kick.h"
 #include "proto/endpoint.h"
 #include "proto/groups.h"
 #include "wire/arp.h"
@@ -67,6 +68,13 @@ class PortEngine final : public proto::Link {
 
   // proto::Link
   uint16_t transmit(rte_mbuf** frames, uint16_t n) noexcept override;
+  /// The memif peer's kick (memif_kick.h), or {}: transmit() kicks the peer after every burst
+  /// when it is set. Taken under the TX lock, so a withdrawn peer is never kicked.
+  void set_kick_peer(KickChannel::Peer p) noexcept {
+    lock_tx();
+    kick_peer_ = p;
+    unlock_tx();
+  }
   /// One poll step; returns the frames delivered to endpoints (events), not frames received.
   size_t progress() noexcept override;
   rte_mempool* pool() const noexcept override { return port_->mempool(); }
@@ -140,6 +148,7 @@ class PortEngine final : public proto::Link {
   /// a stopped port are a misuse (its stand-in burst dumps a stack trace). No burst until a
   /// restart succeeds. Written holding both RX ownership and the TX lock, read holding either.
   bool stopped_ = false;
+  KickChannel::Peer kick_peer_;  // under the TX lock
   /// When the link was first found down (0: up): link_down_for_ns. Any thread; races only move it
   /// a little.
   std::atomic<int64_t> link_down_since_ns_{0};

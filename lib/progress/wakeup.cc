@@ -20,6 +20,7 @@
 #include <mutex>
 
 #include "common/log.h"
+#include "progress/memif_kick.h"
 
 namespace dpfab::progress {
 namespace {
@@ -33,6 +34,12 @@ int64_t now_ns() noexcept {
 constexpr int64_t kNever = INT64_MAX;
 constexpr int64_t kTimerRetryNs = 1'000'000;  // a protocol timer that did not move: retry in 1 ms
 constexpr int kMaxBurstsPerService = 64;      // poll steps per service (32 frames each)
+// memif kick (memif_kick.h): with the peer's kick in place, idle polls are only a safety net
+// (a hello still in flight when we armed), up to this far apart. The client connects again after
+// kKickRetryMinNs, doubling up to kKickRetryMaxNs (a memif peer that is not dpfab never answers).
+constexpr int64_t kKickSafetyPollNs = 100'000'000;
+constexpr int64_t kKickRetryMinNs = 10'000'000;
+constexpr int64_t kKickRetryMaxNs = 1'000'000'000;
 
 // One per ethdev port id. Written by hooks on any thread (the atomics) and by the wakeup thread
 // (the plain fields, its own).
@@ -47,7 +54,7 @@ struct PortWatch {
   alignas(64) std::atomic<bool> consumer_polled{false};
   // Statistics.
   alignas(64) std::atomic<uint64_t> watch_starts{0}, doorbells{0}, interrupts{0},
-      idle_polls{0}, wakeups{0}, events{0}, rx_busy{0}, fd_mutes{0};
+      idle_polls{0}, wakeups{0}, events{0}, rx_busy{0}, fd_mutes{0}, kicks{0};
   std::atomic<int64_t> interval_ns{kIdlePollMinNs};
   // Wakeup-thread state.
   rte_epoll_event fd_ev{};  // kFdOnly: the queue fd, level-triggered (see start_watch)
@@ -66,10 +73,20 @@ struct PortWatch {
   int64_t last_timer_ns = 0;
   uint64_t last_timer_due = UINT64_MAX;
   bool logged_poll = false;
+  // memif kick (memif_kick.h): the channel (never destroyed while the thread runs), its fds'
+  // epoll events, and whether our wake fd is in the epoll set.
+  KickChannel* kick = nullptr;
+  rte_epoll_event listen_ev{}, conn_ev{}, wake_ev{};
+  bool wake_added = false;
+  std::atomic<bool> kick_in_use{false};  // kicked(), for telemetry
+  int64_t next_connect_ns = kNever;
+  int64_t connect_backoff_ns = kKickRetryMinNs;
 
   bool polled() const noexcept {
     return intr == port::RxInterrupt::kNone || intr_failed || fd_muted;
   }
+  // The peer kicks us: idle polls are a safety net only.
+  bool kicked() const noexcept { return kick && kick->peer().flag; }
 };
 PortWatch g_ports[RTE_MAX_ETHPORTS];
 
@@ -160,7 +177,9 @@ bool service(PortWatch& p, Cause why, int64_t now) noexcept {
     std::atomic_thread_fence(std::memory_order_seq_cst);
     unpark_owner(p, why);
   } else if (!busy && p.polled()) {
-    interval = std::min(interval * 2, std::max(thread().cfg.idle_poll_max_ns, kIdlePollMinNs));
+    const int64_t cap =
+        p.kicked() ? kKickSafetyPollNs : std::max(thread().cfg.idle_poll_max_ns, kIdlePollMinNs);
+    interval = std::min(interval * 2, cap);
   }
   if (busy) p.rx_busy.fetch_add(1, std::memory_order_relaxed);
   p.recheck_ns = busy ? now + kIdlePollMinNs : kNever;
@@ -202,6 +221,74 @@ void unmute_fd(Thread& t, PortWatch& p) noexcept {
   p.next_poll_ns = kNever;
 }
 
+// Adds one of the kick channel's fds to the epoll set (level-triggered, tagged with the port).
+bool add_kick_fd(Thread& t, PortWatch& p, int fd, rte_epoll_event* ev) noexcept {
+  *ev = {};
+  ev->epdata.event = EPOLLIN;
+  ev->epdata.data = &p;
+  return fd >= 0 && rte_epoll_ctl(t.epfd.get(), EPOLL_CTL_ADD, fd, ev) == 0;
+}
+
+// K1 (memif_kick.h): our wake fd watched, the peer asked to kick us. The caller polls after it.
+void arm_kick(Thread& t, PortWatch& p) noexcept {
+  if (!p.wake_added) p.wake_added = add_kick_fd(t, p, p.kick->wake_fd(), &p.wake_ev);
+  if (p.wake_added) p.kick->arm();
+}
+
+// A new connection (accepted, or connected by us): its fd joins the epoll set for the hello and
+// for the peer's end. A closed connection leaves the set by itself.
+void kick_connected(Thread& t, PortWatch& p) noexcept {
+  if (!add_kick_fd(t, p, p.kick->conn_fd(), &p.conn_ev))
+    DPFAB_WARN(FI_LOG_CORE, "memif kick: cannot watch the connection");
+}
+
+// Client: connects to the peer's kick listener when due (backing off while nobody listens).
+void kick_try_connect(Thread& t, PortWatch& p, int64_t now) noexcept {
+  if (!p.kick || p.kick->listen_fd() >= 0 || p.kick->connected() || now < p.next_connect_ns) return;
+  if (p.kick->accept_or_connect()) {
+    kick_connected(t, p);
+    p.connect_backoff_ns = kKickRetryMinNs;
+    p.next_connect_ns = kNever;
+  } else {
+    p.next_connect_ns = now + p.connect_backoff_ns;
+    p.connect_backoff_ns = std::min(p.connect_backoff_ns * 2, kKickRetryMaxNs);
+  }
+}
+
+// An event on one of the kick channel's fds. Returns false when `fd` is not one of them.
+bool on_kick_fd(Thread& t, PortWatch& p, int fd, int64_t now) noexcept {
+  KickChannel& k = *p.kick;
+  if (fd == k.wake_fd()) {
+    // The peer kicked us (and cleared our flag): read what came, arm again, look once more.
+    k.drain();
+    p.kicks.fetch_add(1, std::memory_order_relaxed);
+    if (!p.active) return true;
+    service(p, Cause::kRxInterrupt, now);
+    k.arm();
+    service(p, Cause::kRxInterrupt, now);
+  } else if (fd == k.listen_fd()) {
+    if (k.accept_or_connect()) kick_connected(t, p);
+  } else if (fd == k.conn_fd()) {
+    const bool had_peer = p.kicked();
+    k.on_conn_readable();
+    if (!k.connected()) {  // the peer is gone: the client connects again (to the next server)
+      p.connect_backoff_ns = kKickRetryMinNs;
+      p.next_connect_ns = now + kKickRetryMinNs;
+    }
+    if (!had_peer && p.kicked() && p.active) {
+      arm_kick(t, p);  // kicks came into use while watching
+      service(p, Cause::kIdlePoll, now);
+    }
+    p.kick_in_use.store(p.kicked(), std::memory_order_relaxed);
+    if (had_peer != p.kicked())
+      DPFAB_INFO(FI_LOG_CORE, "port %s: memif kick %s", p.engine->port()->info().name.c_str(),
+                 p.kicked() ? "in use: sleepers are woken by the peer" : "gone: polled while idle");
+  } else {
+    return false;
+  }
+  return true;
+}
+
 void start_watch(Thread& t, PortWatch& p, uint16_t id, int64_t now) noexcept {
   p.watching.store(true, std::memory_order_seq_cst);
   p.fd_muted = false;
@@ -236,11 +323,18 @@ void start_watch(Thread& t, PortWatch& p, uint16_t id, int64_t now) noexcept {
       p.intr_enabled = rte_eth_dev_rx_intr_enable(id, 0) == 0;
   }
   p.interval_ns.store(kIdlePollMinNs, std::memory_order_relaxed);
+  if (p.kick) arm_kick(t, p);
   // After enabling: a frame that came before the interrupt was armed is found here.
   service(p, Cause::kIdlePoll, now);
 }
 
 void stop_watch(PortWatch& p, uint16_t id) noexcept {
+  if (p.kick) {
+    p.kick->disarm();
+    if (p.wake_added)
+      rte_epoll_ctl(thread().epfd.get(), EPOLL_CTL_DEL, p.kick->wake_fd(), &p.wake_ev);
+    p.wake_added = false;
+  }
   if (p.intr_enabled) rte_eth_dev_rx_intr_disable(id, 0);
   p.intr_enabled = false;
   if (p.intr_added && p.intr == port::RxInterrupt::kFdOnly)
@@ -255,10 +349,11 @@ void stop_watch(PortWatch& p, uint16_t id) noexcept {
 
 // Starts or stops watching as needed; returns when the port next needs the thread.
 int64_t evaluate(Thread& t, PortWatch& p, uint16_t id, int64_t now) noexcept {
+  kick_try_connect(t, p, now);
   const bool wanted = p.watchers.load(std::memory_order_seq_cst) > 0;
   if (wanted) p.linger_until_ns = now + kLingerNs;
   if (!p.active) {
-    if (!wanted) return kNever;
+    if (!wanted) return p.next_connect_ns;
     start_watch(t, p, id, now);
   } else if (!wanted && now >= p.linger_until_ns) {
     p.watching.store(false, std::memory_order_seq_cst);
@@ -271,7 +366,7 @@ int64_t evaluate(Thread& t, PortWatch& p, uint16_t id, int64_t now) noexcept {
       return kNever;
     }
   }
-  int64_t next = std::min(p.next_poll_ns, p.recheck_ns);
+  int64_t next = std::min({p.next_poll_ns, p.recheck_ns, p.next_connect_ns});
   if (!wanted) next = std::min(next, p.linger_until_ns);
   uint64_t due = p.engine->timer_due_ns();
   if (due != UINT64_MAX) {
@@ -316,7 +411,10 @@ void* run(void*) {
         (void)!read(t.timer.get(), &v, sizeof(v));
         t.timer_fires.fetch_add(1, std::memory_order_relaxed);
         armed = -1;  // a one-shot timer that fired is disarmed
-      } else if (auto* p = static_cast<PortWatch*>(evs[i].epdata.data); p && p->active) {
+      } else if (auto* p = static_cast<PortWatch*>(evs[i].epdata.data);
+                 p && p->kick && on_kick_fd(t, *p, evs[i].fd, now)) {
+        continue;
+      } else if (p && p->active) {
         // DPDK's callback has read the interrupt counter (eventfd PMDs); net_tap's queue fd is
         // drained by the poll step itself.
         p->interrupts.fetch_add(1, std::memory_order_relaxed);
@@ -392,6 +490,8 @@ int tel_stats(const char*, const char*, rte_tel_data* d) {
     add_u64(d, k + "events_delivered", p.events);
     add_u64(d, k + "rx_busy", p.rx_busy);
     add_u64(d, k + "fd_mutes", p.fd_mutes);
+    rte_tel_data_add_dict_string(d, (k + "memif_kick").c_str(), p.kick.c_str());
+    add_u64(d, k + "kicks", p.kicks);
     add_u64(d, k + "idle_poll_us", static_cast<uint64_t>(p.idle_poll_ns / 1000));
     rte_tel_data_add_dict_int(d, (k + "owner_lcore").c_str(), p.owner_lcore);
   }
@@ -507,6 +607,19 @@ Status start_wakeup(const std::vector<PortEngine*>& engines, const WakeupConfig&
     p.watching.store(false, std::memory_order_relaxed);
     p.active = false;
     t.ports.push_back(in.port_id);
+    if (!in.memif_link.empty() && p.intr == port::RxInterrupt::kNone && !p.kick) {
+      auto* k = new KickChannel(in.memif_link, in.memif_server,
+                                [e](KickChannel::Peer peer) { e->set_kick_peer(peer); });
+      if (k->open() && (k->listen_fd() < 0 || add_kick_fd(t, p, k->listen_fd(), &p.listen_ev))) {
+        p.kick = k;
+        p.wake_added = false;
+        p.connect_backoff_ns = kKickRetryMinNs;
+        p.next_connect_ns = in.memif_server ? kNever : 0;  // the client connects at once
+      } else {
+        delete k;
+        DPFAB_INFO(FI_LOG_CORE, "port %s: no memif kick (polled while idle)", in.name.c_str());
+      }
+    }
     if (p.polled() && !p.logged_poll) {
       p.logged_poll = true;
       DPFAB_INFO(FI_LOG_CORE,
@@ -546,7 +659,11 @@ void stop_wakeup() noexcept {
   pthread_join(t.tid, nullptr);
   g_running.store(false, std::memory_order_release);
   g_doorbell_fd.store(-1, std::memory_order_release);
-  for (uint16_t id : t.ports) g_ports[id].engine = nullptr;
+  for (uint16_t id : t.ports) {
+    delete g_ports[id].kick;  // withdraws the peer's half from the engine first
+    g_ports[id].kick = nullptr;
+    g_ports[id].engine = nullptr;
+  }
   t.ports.clear();
   t.epfd.reset();
   t.doorbell.reset();
@@ -653,6 +770,10 @@ WakeupStats wakeup_stats() {
       ps.events = p.events.load(std::memory_order_relaxed);
       ps.rx_busy = p.rx_busy.load(std::memory_order_relaxed);
       ps.fd_mutes = p.fd_mutes.load(std::memory_order_relaxed);
+      ps.kick = !p.kick                                         ? "none"
+                : p.kick_in_use.load(std::memory_order_relaxed) ? "in use"
+                                                                : "no dpfab peer yet";
+      ps.kicks = p.kicks.load(std::memory_order_relaxed);
       ps.idle_poll_ns = p.polled() ? p.interval_ns.load(std::memory_order_relaxed) : 0;
       Parker* o = p.owner.load(std::memory_order_acquire);
       ps.owner_lcore = o ? static_cast<int>(o->lcore()) : -1;

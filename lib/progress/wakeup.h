@@ -9,7 +9,9 @@
 //   - a timerfd: the earliest protocol deadline of a watched port, and the next idle poll of a
 //     watched port without rx interrupt (memif, af_packet, null, ring: polled at an adaptive rate,
 //     from kIdlePollMinNs up to the idle_poll_us key, doubling while nothing arrives),
-//   - a doorbell eventfd (a port needs watching, or stop).
+//   - a doorbell eventfd (a port needs watching, or stop),
+//   - on memif ports whose peer is dpfab too, the memif kick (memif_kick.h): our eventfd, which
+//     the peer writes when it sends to us while we sleep; idle polls are then a safety net only.
 // It *watches* a port while someone needs it to:
 //   - automatic progress: the worker lcore that owns the port is parked;
 //   - manual progress: a consumer of the port's domain is armed (fi_trywait, fi_cq_sread, fi_wait,
@@ -181,6 +183,8 @@ struct PortWakeStats {
   uint64_t events = 0;        ///< completions delivered by those steps
   uint64_t rx_busy = 0;       ///< wakeup-thread poll steps that found the receive side taken
   uint64_t fd_mutes = 0;      ///< net_tap: queue fd readable but nothing read: polled instead
+  std::string kick;           ///< memif kick (memif_kick.h): "none", "no dpfab peer yet", "in use"
+  uint64_t kicks = 0;         ///< kicks received from the memif peer
   int64_t idle_poll_ns = 0;   ///< current idle-poll interval (ports without interrupt)
   int owner_lcore = -1;       ///< the worker lcore that owns it, or -1 (manual progress)
 };

@@ -18,7 +18,8 @@ cat "$out"
 check "default run exits 0 (rc=$rc)" test "$rc" -eq 0
 for s in "arguments: dpfab --no-huge --no-shconf --no-pci" "main (application thread)" \
          "port 0: net_memif0" "driver        net_memif" "rx interrupt" "FI_DPDK_PORTS" \
-         "idle wakeup   polled by the wakeup thread every 20-1000 us" "FI_DPDK_IDLE_POLL_US"; do
+         "idle wakeup   kicked by the peer when it is dpfab (memif kick" \
+         "else polled by the wakeup thread every 20-1000 us" "FI_DPDK_IDLE_POLL_US"; do
   check "prints '$s'" grep -q -- "$s" "$out"
 done
 peak=$(sed -n 's/^resident memory .* \([0-9]*\) KiB peak$/\1/p' "$out")

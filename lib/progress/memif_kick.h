@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// The memif kick: an rx interrupt between the two dpfab processes of one memif link.
+//
+// DPDK 22.11's memif PMD has no rx interrupt (it masks MEMIF_RING_FLAG_MASK_INT on its own rings
+// and has no rx_queue_intr_enable), so a sleeping consumer on memif was woken only by the wakeup
+// thread's idle polls (20 us to 1 ms apart). When both ends are dpfab, they open a side channel
+// of their own next to the memif socket and use it as the interrupt memif does not give:
+//
+//   - Each end makes a "kick page" (a sealed memfd holding one flag) and an eventfd, and sends both
+//     to the other end over an abstract unix socket named after the memif link (the memif server
+//     listens, the client connects), with SCM_RIGHTS.
+//   - Receiver (the wakeup thread, when it starts watching the port): K1 flag = 1 (seq_cst RMW);
+//     K2 one more poll step; K3 sleep on its eventfd. After a kick: drain the eventfd, poll, arm
+//     again (K1, K2). When it stops watching: flag = 0.
+//   - Sender (PortEngine::transmit, under the TX lock, after the frames went into the memif ring):
+//     S1 full fence; S2 if the peer's flag is 1 and exchange(0) returns 1, write the peer's
+//     eventfd. Only the first send after the receiver armed pays the syscall.
+//   Store buffering: either K2 sees the frame (the ring's head was stored before S1), or S2 sees
+//   the flag (stored at K1, before K2's read of the head). No frame waits for an idle poll.
+//
+// Bad input from the socket (any local process can connect to an abstract name) is refused and
+// loses nothing: wrong credentials (another user), a hello without its magic or fds, a memfd that
+// is not sealed against shrinking (a page that could shrink under us would be a SIGBUS) or is too
+// small. The wakeup thread keeps a slow safety poll while kicks are in use.
+//
+// Threads: the wakeup thread owns the channel (connect, accept, hello, arm). The sender reads the
+// peer's half under the engine's TX lock; the channel hands it to `publish` (which sets it under
+// that lock) when it arrives, and withdraws it (publish({})) before it unmaps the page or closes
+// the fd, so a sender never touches a peer's half after it was released.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "common/fd.h"
+
+namespace dpfab::progress {
+
+class KickChannel {
+ public:
+  /// The peer's half, for the sender: its flag and its eventfd (both valid while published).
+  struct Peer {
+    std::atomic<uint32_t>* flag = nullptr;
+    int wake_fd = -1;
+  };
+
+  /// `link` names the memif link identically at both ends (socket path and interface id);
+  /// `server`: this end listens (memif's server); `publish` hands the peer's half to the sender
+  /// (and {} to withdraw it). Nothing is opened until open().
+  KickChannel(std::string link, bool server, std::function<void(Peer)> publish) noexcept;
+  ~KickChannel();
+  KickChannel(const KickChannel&) = delete;
+  KickChannel& operator=(const KickChannel&) = delete;
+
+  /// Makes our kick page and eventfd and, for the server, listens. False when any of it failed
+  /// (the port is then polled while idle, as before).
+  bool open() noexcept;
+
+  /// Server: the listening socket (for the owner's epoll). Client: -1.
+  int listen_fd() const noexcept { return listen_.get(); }
+  /// The connection (accepted or connected), -1 without one: readable for the peer's hello,
+  /// and when the peer is gone.
+  int conn_fd() const noexcept { return conn_.get(); }
+  /// Server: accepts a waiting connection, replacing the current one. Client: connects when not
+  /// connected. Either way sends our hello. True when a new connection was made.
+  bool accept_or_connect() noexcept;
+  /// The connection is readable: takes the peer's hello (and publishes it), or notices that the
+  /// peer is gone (then withdraws its half and drops the connection).
+  void on_conn_readable() noexcept;
+
+  /// The peer's half once its hello arrived; {} before, and after the connection ended.
+  Peer peer() const noexcept { return peer_; }
+  bool connected() const noexcept { return conn_.valid(); }
+
+  /// Our eventfd: readable after the peer kicked us.
+  int wake_fd() const noexcept { return wake_.get(); }
+  /// K1: asks the peer to kick us on its next send (a seq_cst RMW; the caller polls after it).
+  void arm() noexcept { my_flag_->exchange(1, std::memory_order_seq_cst); }
+  /// Asks the peer not to kick us (sends stay free of syscalls while we are awake).
+  void disarm() noexcept { my_flag_->store(0, std::memory_order_relaxed); }
+  /// Reads our eventfd empty.
+  void drain() noexcept;
+
+  /// S1, S2: kicks the peer if it is armed. Called under the sender's TX lock, after the frames
+  /// were put in the ring.
+  static void kick(const Peer& p) noexcept;
+
+  /// Counters (owner thread writes, anyone reads).
+  std::atomic<uint64_t> hellos{0}, refused{0}, disconnects{0};
+
+ private:
+  bool send_hello() noexcept;
+  void drop_connection() noexcept;
+  void drop_peer() noexcept;
+
+  std::string name_;  // abstract socket name, without the leading NUL
+  bool server_;
+  std::function<void(Peer)> publish_;
+  UniqueFd listen_, conn_, wake_, page_fd_;
+  std::atomic<uint32_t>* my_flag_ = nullptr;
+  void* my_page_ = nullptr;
+  void* peer_page_ = nullptr;
+  UniqueFd peer_wake_;
+  Peer peer_;
+};
+
+}  // namespace dpfab::progress

@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// The memif kick channel (lib/progress/memif_kick.h) between two ends in one process: the hello
+// exchange, kicks only when armed and only once per arming, the peer's end, and refused hellos.
+// No EAL.
+#include "progress/memif_kick.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "test_util.h"
+
+using dpfab::progress::KickChannel;
+using dpfab::test::fd_readable;
+
+namespace {
+
+// One end: the channel, and the peer half it published (what the engine would hold).
+struct End {
+  KickChannel::Peer published;
+  int publishes = 0;
+  std::unique_ptr<KickChannel> ch;
+  End(const std::string& link, bool server)
+      : ch(std::make_unique<KickChannel>(link, server, [this](KickChannel::Peer p) {
+          published = p;
+          ++publishes;
+        })) {}
+};
+
+std::string unique_link(const char* what) {
+  return std::string("/tmp/kick-test-") + what + "-" + std::to_string(getpid()) + ".sock#0";
+}
+
+// Runs the owner side of both ends until each has the other's half (bounded).
+bool handshake(End& server, End& client) {
+  if (!fd_readable(server.ch->listen_fd(), 0) && !client.ch->accept_or_connect()) return false;
+  if (!fd_readable(server.ch->listen_fd(), 2000) || !server.ch->accept_or_connect()) return false;
+  for (int i = 0; i < 100 && (!server.published.flag || !client.published.flag); ++i) {
+    if (fd_readable(server.ch->conn_fd(), 10)) server.ch->on_conn_readable();
+    if (fd_readable(client.ch->conn_fd(), 10)) client.ch->on_conn_readable();
+  }
+  return server.published.flag && client.published.flag;
+}
+
+TEST(MemifKick, EndsExchangeHellosAndKickOnlyWhenArmed) {
+  const std::string link = unique_link("arm");
+  End server(link, true), client(link, false);
+  ASSERT_TRUE(server.ch->open());
+  ASSERT_TRUE(client.ch->open());
+  ASSERT_GE(server.ch->listen_fd(), 0);
+  EXPECT_EQ(client.ch->listen_fd(), -1);
+  ASSERT_TRUE(handshake(server, client));
+  EXPECT_TRUE(server.ch->connected());
+  EXPECT_TRUE(client.ch->connected());
+
+  // Not armed: a send kicks nobody (no syscall on the sender's path).
+  KickChannel::kick(client.published);
+  EXPECT_FALSE(fd_readable(server.ch->wake_fd(), 20));
+
+  // Armed: the first send kicks, and clears the flag; the second does not kick again.
+  server.ch->arm();
+  KickChannel::kick(client.published);
+  EXPECT_TRUE(fd_readable(server.ch->wake_fd(), 1000));
+  server.ch->drain();
+  EXPECT_FALSE(fd_readable(server.ch->wake_fd(), 0));
+  KickChannel::kick(client.published);
+  EXPECT_FALSE(fd_readable(server.ch->wake_fd(), 20)) << "kicked twice for one arming";
+
+  // Armed again, then disarmed: no kick.
+  server.ch->arm();
+  server.ch->disarm();
+  KickChannel::kick(client.published);
+  EXPECT_FALSE(fd_readable(server.ch->wake_fd(), 20));
+
+  // The other direction.
+  client.ch->arm();
+  KickChannel::kick(server.published);
+  EXPECT_TRUE(fd_readable(client.ch->wake_fd(), 1000));
+}
+
+TEST(MemifKick, APeersEndWithdrawsItsHalfAndANewPeerIsTaken) {
+  const std::string link = unique_link("end");
+  End server(link, true);
+  ASSERT_TRUE(server.ch->open());
+  {
+    End client(link, false);
+    ASSERT_TRUE(client.ch->open());
+    ASSERT_TRUE(handshake(server, client));
+    EXPECT_EQ(server.publishes, 1);
+  }
+  // The client is gone: the server notices on its connection, withdraws the half first.
+  ASSERT_TRUE(fd_readable(server.ch->conn_fd(), 2000));
+  server.ch->on_conn_readable();
+  EXPECT_FALSE(server.ch->connected());
+  EXPECT_EQ(server.published.flag, nullptr);
+  EXPECT_EQ(server.publishes, 2);
+  EXPECT_EQ(server.ch->disconnects.load(), 1u);
+  // A new client (a restarted peer) is accepted and used.
+  End client2(link, false);
+  ASSERT_TRUE(client2.ch->open());
+  ASSERT_TRUE(handshake(server, client2));
+  server.ch->arm();
+  KickChannel::kick(client2.published);
+  EXPECT_TRUE(fd_readable(server.ch->wake_fd(), 1000));
+}
+
+TEST(MemifKick, AClientWithoutAServerRetriesLater) {
+  End client(unique_link("nobody"), false);
+  ASSERT_TRUE(client.ch->open());
+  EXPECT_FALSE(client.ch->accept_or_connect());
+  EXPECT_FALSE(client.ch->connected());
+  EXPECT_EQ(client.published.flag, nullptr);
+}
+
+// Connects to the server's abstract name as a stranger would, sends `payload` with `fds`.
+int stranger_hello(const std::string& link, const void* payload, size_t len, const int* fds,
+                   int nfds) {
+  int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::string name = "dpfab-kick:" + link;
+  std::memcpy(sa.sun_path + 1, name.data(), name.size());
+  if (connect(s, reinterpret_cast<sockaddr*>(&sa),
+              static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size())) != 0) {
+    close(s);
+    return -1;
+  }
+  iovec iov{const_cast<void*>(payload), len};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  char cbuf[CMSG_SPACE(4 * sizeof(int))] = {};
+  if (nfds > 0) {
+    msg.msg_control = cbuf;
+    msg.msg_controllen = CMSG_SPACE(static_cast<size_t>(nfds) * sizeof(int));
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(static_cast<size_t>(nfds) * sizeof(int));
+    std::memcpy(CMSG_DATA(c), fds, static_cast<size_t>(nfds) * sizeof(int));
+  }
+  sendmsg(s, &msg, MSG_NOSIGNAL);
+  return s;
+}
+
+TEST(MemifKick, MalformedHellosAreRefusedAndNothingIsTaken) {
+  const std::string link = unique_link("bad");
+  End server(link, true);
+  ASSERT_TRUE(server.ch->open());
+  const char magic[8] = {'d', 'p', 'f', 'a', 'b', 'k', '1', 0};
+  int unsealed = memfd_create("unsealed", MFD_CLOEXEC);
+  ASSERT_EQ(ftruncate(unsealed, 4096), 0);
+  int small = memfd_create("small", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_EQ(ftruncate(small, 16), 0);
+  ASSERT_EQ(fcntl(small, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+  int efd = eventfd(0, EFD_CLOEXEC);
+  struct Case {
+    const char* what;
+    const void* payload;
+    size_t len;
+    int fds[2];
+    int nfds;
+  } cases[] = {
+      {"wrong magic", "dpfabk2", 8, {unsealed, efd}, 2},
+      {"no fds", magic, sizeof(magic), {}, 0},
+      {"one fd", magic, sizeof(magic), {efd}, 1},
+      {"a page that may shrink", magic, sizeof(magic), {unsealed, efd}, 2},
+      {"a page too small", magic, sizeof(magic), {small, efd}, 2},
+      {"short", magic, 3, {unsealed, efd}, 2},
+  };
+  uint64_t refused = 0;
+  for (const auto& c : cases) {
+    int s = stranger_hello(link, c.payload, c.len, c.fds, c.nfds);
+    ASSERT_GE(s, 0) << c.what;
+    ASSERT_TRUE(fd_readable(server.ch->listen_fd(), 2000)) << c.what;
+    ASSERT_TRUE(server.ch->accept_or_connect()) << c.what;
+    ASSERT_TRUE(fd_readable(server.ch->conn_fd(), 2000)) << c.what;
+    server.ch->on_conn_readable();
+    EXPECT_EQ(server.published.flag, nullptr) << c.what;
+    EXPECT_FALSE(server.ch->connected()) << c.what << ": the connection is kept";
+    EXPECT_EQ(server.ch->refused.load(), ++refused) << c.what;
+    close(s);
+  }
+  // A real client is still taken afterwards.
+  End client(link, false);
+  ASSERT_TRUE(client.ch->open());
+  ASSERT_TRUE(handshake(server, client));
+  close(unsealed);
+  close(small);
+  close(efd);
+}
+
+}  // namespace
