@@ -258,6 +258,7 @@ void kick_try_connect(Thread& t, PortWatch& p, int64_t now) noexcept {
 // An event on one of the kick channel's fds. Returns false when `fd` is not one of them.
 bool on_kick_fd(Thread& t, PortWatch& p, int fd, int64_t now) noexcept {
   KickChannel& k = *p.kick;
+  const bool had_peer = p.kicked();
   if (fd == k.wake_fd()) {
     // The peer kicked us (and cleared our flag): read what came, arm again, look once more.
     k.drain();
@@ -266,25 +267,29 @@ bool on_kick_fd(Thread& t, PortWatch& p, int fd, int64_t now) noexcept {
     service(p, Cause::kRxInterrupt, now);
     k.arm();
     service(p, Cause::kRxInterrupt, now);
-  } else if (fd == k.listen_fd()) {
-    if (k.accept_or_connect()) kick_connected(t, p);
+    return true;
+  }
+  if (fd == k.listen_fd()) {
+    if (k.accept_or_connect()) kick_connected(t, p);  // replaces a connection we had
   } else if (fd == k.conn_fd()) {
-    const bool had_peer = p.kicked();
     k.on_conn_readable();
-    if (!k.connected()) {  // the peer is gone: the client connects again (to the next server)
+    if (!k.connected() && k.listen_fd() < 0) {  // a client connects again (to the next server)
       p.connect_backoff_ns = kKickRetryMinNs;
       p.next_connect_ns = now + kKickRetryMinNs;
     }
-    if (!had_peer && p.kicked() && p.active) {
-      arm_kick(t, p);  // kicks came into use while watching
-      service(p, Cause::kIdlePoll, now);
-    }
-    p.kick_in_use.store(p.kicked(), std::memory_order_relaxed);
-    if (had_peer != p.kicked())
-      DPFAB_INFO(FI_LOG_CORE, "port %s: memif kick %s", p.engine->port()->info().name.c_str(),
-                 p.kicked() ? "in use: sleepers are woken by the peer" : "gone: polled while idle");
   } else {
     return false;
+  }
+  if (had_peer == p.kicked()) return true;
+  p.kick_in_use.store(p.kicked(), std::memory_order_relaxed);
+  DPFAB_INFO(FI_LOG_CORE, "port %s: memif kick %s", p.engine->port()->info().name.c_str(),
+             p.kicked() ? "in use: sleepers are woken by the peer" : "gone: polled while idle");
+  if (p.kicked() && p.active) {
+    arm_kick(t, p);  // kicks came into use while watching
+    service(p, Cause::kIdlePoll, now);
+  } else if (p.active) {  // kicks are gone: idle polls again, from the shortest interval
+    p.interval_ns.store(kIdlePollMinNs, std::memory_order_relaxed);
+    p.next_poll_ns = now;
   }
   return true;
 }

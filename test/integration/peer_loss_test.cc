@@ -9,6 +9,10 @@
 //      inserts its address, round trips work again (the memif link comes back by itself).
 // Every wait is bounded. Meanwhile the memif client's restarts fail (no server): the provider must
 // not call DPDK's bursts on the stopped port (DPDK's stand-in says "not ready port" on stderr).
+//
+// PeerLossServing turns the roles round (this process is the memif server, the peer its client):
+// when the client dies, the server loses its memif kick connection too and must stay idle. (EAL
+// and its ports are per process: meson runs each fixture in a process of its own.)
 #include <gtest/gtest.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -16,6 +20,7 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,6 +34,7 @@
 #include <thread>
 
 #include "fi_helpers.h"
+#include "wake_peer.h"
 
 using namespace dpfab::test;
 using namespace std::chrono_literals;
@@ -169,9 +175,12 @@ class PeerLoss : public ::testing::Test {
     ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
     self[n > 0 ? n : 0] = '\0';
     const std::string out = std::to_string(to_test[1]), in = std::to_string(from_test[0]);
+    if (serve_ && !node_.ep) {
+      EXPECT_EQ(node_.open(), 0);  // the memif server, before its client
+    }
     *pid = fork();
     if (*pid == 0) {
-      setenv("FI_DPDK_PORTS", server_spec_.c_str(), 1);
+      setenv("FI_DPDK_PORTS", peer_spec_.c_str(), 1);
       setenv("FI_DPDK_IPV4", "10.66.0.1/24", 1);
       execl(self, self, "--peer", out.c_str(), in.c_str(), static_cast<char*>(nullptr));
       _exit(127);
@@ -201,9 +210,10 @@ class PeerLoss : public ::testing::Test {
   void SetUp() override {
     const std::string sock = "/tmp/dpfab-peer-loss-" + std::to_string(getpid()) + ".sock";
     unlink(sock.c_str());
-    server_spec_ = "net_memif0,role=server,socket-abstract=no,socket=" + sock;
-    setenv("FI_DPDK_PORTS", ("net_memif0,role=client,socket-abstract=no,socket=" + sock).c_str(),
-           1);
+    const std::string server = "net_memif0,role=server,socket-abstract=no,socket=" + sock;
+    const std::string client = "net_memif0,role=client,socket-abstract=no,socket=" + sock;
+    peer_spec_ = serve_ ? client : server;
+    setenv("FI_DPDK_PORTS", (serve_ ? server : client).c_str(), 1);
     setenv("FI_DPDK_IPV4", "10.66.0.2/24", 1);
     sock_ = sock;
   }
@@ -250,9 +260,26 @@ class PeerLoss : public ::testing::Test {
   }
 
   Node node_;
-  std::string server_spec_, sock_;
+  bool serve_ = false;  // this process is the memif server (the peer its client)
+  std::string peer_spec_, sock_;
   pid_t peer_a_ = -1, peer_b_ = -1;
 };
+
+class PeerLossServing : public PeerLoss {
+ protected:
+  void SetUp() override {
+    serve_ = true;
+    PeerLoss::SetUp();
+  }
+};
+
+// CPU seconds of this process (all threads).
+double process_cpu_s() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
 
 TEST_F(PeerLoss, SendsToADeadPeerCompleteAndANewPeerIsReachedAgain) {
   StderrCapture log;
@@ -315,6 +342,33 @@ TEST_F(PeerLoss, SendsToADeadPeerCompleteAndANewPeerIsReachedAgain) {
   for (uint32_t i = 1002; i <= 1100; ++i) ASSERT_TRUE(round_trip(b, i, 5s)) << i;
   EXPECT_EQ(log.text().find("not ready port"), std::string::npos)
       << "a burst was called on the stopped port";
+}
+
+TEST_F(PeerLossServing, AServerWhoseClientDiedStaysIdle) {
+  const fi_addr_t a = start_peer(&peer_a_);
+  ASSERT_NE(a, FI_ADDR_NOTAVAIL);
+  for (uint32_t i = 1; i <= 100; ++i) ASSERT_TRUE(round_trip(a, i, 5s)) << i;
+  // Both ends are dpfab: the kick channel comes up (the client connects to our listener).
+  const std::string tel = "/var/run/dpdk/dpfab-" + std::to_string(getpid()) + "/dpdk_telemetry.v2";
+  std::string stats;
+  for (auto until = Clock::now() + 5s; Clock::now() < until; std::this_thread::sleep_for(20ms)) {
+    stats = telemetry_query(tel, "/dpfab/stats");
+    if (stats.find("\"port0_memif_kick\":\"in use\"") != std::string::npos) break;
+  }
+  EXPECT_NE(stats.find("\"port0_memif_kick\":\"in use\""), std::string::npos) << stats;
+
+  // The client dies: the memif link and the kick connection end. Nobody here waits on anything,
+  // so the process must be idle: no thread spinning on the lost connection.
+  ASSERT_EQ(kill(peer_a_, SIGKILL), 0);
+  ASSERT_EQ(waitpid(peer_a_, nullptr, 0), peer_a_);
+  peer_a_ = -1;
+  std::this_thread::sleep_for(500ms);
+  const double cpu0 = process_cpu_s();
+  std::this_thread::sleep_for(1s);
+  const double used = process_cpu_s() - cpu0;
+  EXPECT_LT(used, 0.05) << "the server burnt " << used << " s of CPU in 1 s after its client died";
+  stats = telemetry_query(tel, "/dpfab/stats");
+  EXPECT_NE(stats.find("\"port0_memif_kick\":\"no dpfab peer yet\""), std::string::npos) << stats;
 }
 
 }  // namespace

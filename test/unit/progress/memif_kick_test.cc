@@ -44,7 +44,7 @@ std::string unique_link(const char* what) {
 
 // Runs the owner side of both ends until each has the other's half (bounded).
 bool handshake(End& server, End& client) {
-  if (!fd_readable(server.ch->listen_fd(), 0) && !client.ch->accept_or_connect()) return false;
+  if (!client.ch->accept_or_connect()) return false;
   if (!fd_readable(server.ch->listen_fd(), 2000) || !server.ch->accept_or_connect()) return false;
   for (int i = 0; i < 100 && (!server.published.flag || !client.published.flag); ++i) {
     if (fd_readable(server.ch->conn_fd(), 10)) server.ch->on_conn_readable();
