@@ -78,9 +78,9 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain, void* co
     dom->port = found;
     if (auto engine = progress::PortEngine::of(found)) {
       dom->engine = *engine;
-      dom->progress.link = *engine;
-      dom->progress.port_id = found->info().port_id;
-      dom->progress.spin = fab->cfg->spin_us * 1000;
+      dom->progress.attach(*engine,
+                           progress::SpinConfig{fab->cfg->spin_auto, fab->cfg->spin_us * 1000,
+                                                fab->cfg->spin_max_us * 1000});
     } else {
       DPFAB_INFO(FI_LOG_DOMAIN, "%s", engine.error().message.c_str());
     }

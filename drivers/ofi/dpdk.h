@@ -23,6 +23,7 @@
 #include "common/result.h"
 #include "event/eq.h"
 #include "port/port.h"
+#include "progress/consumer.h"
 #include "progress/engine.h"
 #include "progress/lcores.h"
 #include "progress/wakeup.h"
@@ -94,49 +95,15 @@ struct Fabric {
   const config::Config* cfg = nullptr;
 };
 
-/// The domain's progress hooks (wait::ProgressSource). Manual progress: one poll step of the
-/// port's engine, run inline by fi_cq_read, sread, fi_poll, fi_trywait, ...; armed consumers make
-/// the wakeup thread watch the port, so blocked waits need no polling slices. Automatic progress
-/// (an lcore owns the port): inline steps only tell the lcore that a consumer is active.
-class DomainProgress final : public wait::ProgressSource {
- public:
-  proto::Link* link = nullptr;  ///< the port engine; null for a port the application owns
-  uint16_t port_id = 0;
-  int64_t spin = 0;  ///< FI_DPDK_SPIN_US in ns (negative: spin without end)
-  size_t progress() noexcept override {
-    if (!link) return 0;
-    if (progress::lcores_running()) {
-      progress::consumer_polled(port_id);  // keeps the lcore awake, unparks it if parked
-      return 0;
-    }
-    return link->progress();
-  }
-  int64_t spin_ns() const noexcept override {
-    if (!link || progress::lcores_running()) return 0;
-    return spin < 0 ? INT64_MAX / 2 : spin;
-  }
-  /// Without the wakeup thread, a blocked wait under manual progress wakes every 100 us to poll.
-  int64_t poll_interval_ns() const noexcept override {
-    return link && !progress::lcores_running() && !progress::wakeup_covers() ? 100'000 : -1;
-  }
-  void armed() noexcept override {
-    if (link) progress::consumer_armed(port_id);
-  }
-  void disarmed() noexcept override {
-    if (link) progress::consumer_disarmed(port_id);
-  }
-  void interrupted() noexcept override {
-    if (link) progress::on_signal(port_id);
-  }
-};
-
 struct Domain {
   fid_domain fid{};
   Fabric* fabric = nullptr;
   port::Port* port = nullptr;
   fi_info* info = nullptr;   ///< a copy of the info it was opened with
   std::atomic<int> refs{0};  ///< open endpoints, CQs, counters, AVs, poll sets
-  DomainProgress progress;
+  /// The domain's progress source: poll steps, sleeping on the port, the spin budget
+  /// (lib/progress/consumer.h).
+  progress::PortConsumer progress;
   progress::PortEngine* engine = nullptr;  ///< null: no data path (application-owned port)
   /// How the domain's AVs learn peers' MACs (make_default_resolver until the port layer's ARP).
   std::unique_ptr<proto::Resolver> resolver;

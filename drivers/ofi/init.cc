@@ -108,7 +108,9 @@ Result<const config::Config*> start_runtime() {
   // The wakeup thread watches the ports while consumers sleep or lcores are parked. Without it
   // everything still works: waits poll in slices, lcores never park.
   progress::WakeupConfig wcfg;
-  wcfg.spin_ns = cfg.spin_us < 0 ? -1 : cfg.spin_us * 1000;
+  wcfg.spin_auto = cfg.lcore_spin_auto;
+  wcfg.spin_ns = cfg.lcore_spin_us < 0 ? -1 : cfg.lcore_spin_us * 1000;
+  wcfg.spin_max_ns = cfg.spin_max_us * 1000;
   wcfg.idle_poll_max_ns = cfg.idle_poll_us * 1000;
   if (auto s = progress::start_wakeup(engines, wcfg); !s)
     DPFAB_WARN(FI_LOG_CORE, "%s: blocked waits poll, lcores never park", s.error().message.c_str());

@@ -145,20 +145,28 @@ int control_wait(wait::Waitable& w, fi_wait_obj wait_obj, int command, void* arg
   if (!arg) return -FI_EINVAL;
   wait::Signal* s = w.signal();
   switch (wait_obj) {
-    case FI_WAIT_FD:
-      *static_cast<int*>(arg) = s->export_fd();
+    case FI_WAIT_FD: {
+      // The object's eventfd, or an epoll fd over it and the port's wake sources (DESIGN.md,
+      // "Sleeping on the port"): readable when a completion is signalled or a frame arrives.
+      int fd = w.export_wait_fd();
+      if (fd < 0) return fd;
+      *static_cast<int*>(arg) = fd;
       return FI_SUCCESS;
+    }
     case FI_WAIT_POLLFD: {
-      // One fd today (the object's eventfd); fds added later (port interrupts) move change_index.
+      // The object's eventfd, then the port's wake sources. The list is fixed for the object's
+      // life: change_index stays 1.
       auto* pf = static_cast<fi_wait_pollfd*>(arg);
+      int fds[wait::Signal::kMaxWaitFds + 1];
+      const size_t n = w.export_poll_fds(fds, wait::Signal::kMaxWaitFds + 1);
       pf->change_index = 1;
-      if (pf->nfds < 1) {
-        pf->nfds = 1;
+      if (pf->nfds < n) {
+        pf->nfds = n;
         return -FI_ETOOSMALL;
       }
       if (!pf->fd) return -FI_EINVAL;
-      pf->fd[0] = pollfd{s->export_fd(), POLLIN, 0};
-      pf->nfds = 1;
+      for (size_t i = 0; i < n; ++i) pf->fd[i] = pollfd{fds[i], POLLIN, 0};
+      pf->nfds = n;
       return FI_SUCCESS;
     }
     case FI_WAIT_MUTEX_COND:
@@ -225,11 +233,14 @@ int trywait(fid_fabric* fabric, fid** fids, int count) noexcept {
   }
   for (int i = 0; i < count; ++i) {
     int r;
+    // What the application sleeps on after this: the FD epoll set and the POLLFD array include
+    // the port's wake fds (armed and polled once more here); the MUTEX_COND pair does not (the
+    // wakeup thread then watches the port for it).
     if (targets[i].set) {
-      r = targets[i].set->try_arm();  // runs the members' progress step itself
+      r = targets[i].set->try_arm(targets[i].set->app_sleeps_on_fds());  // progresses itself
     } else {
       targets[i].w->progress_once();  // manual progress: one poll step
-      r = targets[i].w->try_arm();
+      r = targets[i].w->try_arm(kind == FI_WAIT_FD || kind == FI_WAIT_POLLFD);
     }
     if (r != FI_SUCCESS) {
       for (int j = 0; j < i; ++j) {  // not going to block after all: undo the arms

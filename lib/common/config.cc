@@ -21,7 +21,7 @@ namespace {
 constexpr const char* kSection = "dpdk";
 
 // The single list of keys. config/dpfab.conf must show the same defaults; a unit test checks it.
-constexpr std::array<KeyInfo, 10> kKeys{{
+constexpr std::array<KeyInfo, 12> kKeys{{
     {"config", "",
      "Path of the configuration file to read instead of the installed default (dpfab.conf)."},
     {"eal_args", "--no-huge --no-shconf --no-pci -m 48 --log-level=*:warning",
@@ -38,9 +38,14 @@ constexpr std::array<KeyInfo, 10> kKeys{{
     {"mbufs", "4095", "Mbufs in each port's mempool."},
     {"rx_depth", "512", "RX descriptors per queue (adjusted to what the port allows)."},
     {"tx_depth", "512", "TX descriptors per queue (adjusted to what the port allows)."},
-    {"spin_us", "100",
-     "Microseconds an idle worker lcore spins before parking; 0 = never spin, negative = never "
-     "park."},
+    {"spin_us", "auto",
+     "Microseconds a blocked application wait (sread, cntr_wait, fi_wait, worker wait) polls "
+     "before it sleeps; 'auto' learns it per domain from the gaps it sees (spin only while the "
+     "expected wait is shorter than a wake-up, at most spin_max_us); 0 = sleep at once."},
+    {"spin_max_us", "100", "The most an 'auto' spin budget (spin_us, lcore_spin_us) may reach."},
+    {"lcore_spin_us", "auto",
+     "Microseconds an idle worker lcore spins before parking; 'auto' learns it from the gaps "
+     "between the frames it sees (at most spin_max_us); 0 = park at once, negative = never park."},
     {"idle_poll_us", "1000",
      "While consumers sleep or lcores are parked, the wakeup thread polls a port without rx "
      "interrupts (memif, af_packet, null, ring) at most this many microseconds apart (from 20 us "
@@ -274,9 +279,23 @@ Result<Config> load(const EnvLookup& env, const std::string& default_file) {
       if (!n) return n.error();
       (v.key == "rx_depth" ? cfg.rx_depth : cfg.tx_depth) = static_cast<uint16_t>(*n);
     } else if (v.key == "spin_us") {
-      auto n = int_in_range(v, INT32_MIN, 60'000'000);
+      cfg.spin_auto = v.text == "auto";
+      if (!cfg.spin_auto) {
+        auto n = int_in_range(v, 0, 60'000'000);
+        if (!n) return bad(v, "not 'auto' or a number of microseconds from 0 to 60000000");
+        cfg.spin_us = *n;
+      }
+    } else if (v.key == "spin_max_us") {
+      auto n = int_in_range(v, 0, 60'000'000);
       if (!n) return n.error();
-      cfg.spin_us = *n;
+      cfg.spin_max_us = *n;
+    } else if (v.key == "lcore_spin_us") {
+      cfg.lcore_spin_auto = v.text == "auto";
+      if (!cfg.lcore_spin_auto) {
+        auto n = int_in_range(v, INT32_MIN, 60'000'000);
+        if (!n) return bad(v, "not 'auto' or a number of microseconds (negative: never park)");
+        cfg.lcore_spin_us = *n;
+      }
     } else if (v.key == "idle_poll_us") {
       auto n = int_in_range(v, 20, 1'000'000);
       if (!n) return n.error();

@@ -52,9 +52,13 @@ struct Config {
   uint32_t mbufs = 0;
   uint16_t rx_depth = 0;
   uint16_t tx_depth = 0;
-  int64_t spin_us = 0;        ///< 0 = never spin, < 0 = never park
-  int64_t idle_poll_us = 0;   ///< longest idle-poll interval of a port without rx interrupt
-  std::vector<Value> values;  ///< effective text of every key, in keys() order
+  bool spin_auto = true;        ///< consumers' spin budget learnt (spin_us = auto)
+  int64_t spin_us = 0;          ///< consumers' fixed spin budget (>= 0) when !spin_auto
+  int64_t spin_max_us = 100;    ///< the most a learnt budget may reach
+  bool lcore_spin_auto = true;  ///< lcores' spin budget learnt (lcore_spin_us = auto)
+  int64_t lcore_spin_us = 0;    ///< lcores' fixed budget when !lcore_spin_auto; < 0 = never park
+  int64_t idle_poll_us = 0;     ///< longest idle-poll interval of a port without rx interrupt
+  std::vector<Value> values;    ///< effective text of every key, in keys() order
 
   const Value* find(std::string_view key) const noexcept;
 };

@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "progress/engine.h"
 
+#include <poll.h>
+#include <pthread.h>
 #include <rdma/fi_errno.h>
 #include <rte_byteorder.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <rte_pause.h>
 #include <sched.h>
+#include <signal.h>
 
 #include <cstring>
 #include <ctime>
@@ -44,6 +47,7 @@ PortEngine::PortEngine(port::Port* p)
       tx_caps_(),  // ports are configured without TX offloads: checksums in software
       demux_(new std::atomic<proto::Receiver*>[65536]) {
   for (size_t i = 0; i < 65536; ++i) demux_[i].store(nullptr, std::memory_order_relaxed);
+  wake_.init(port_id_, p->info().rx_interrupt);
 }
 
 Result<PortEngine*> PortEngine::of(port::Port* p) {
@@ -198,10 +202,16 @@ size_t PortEngine::drain_backlogs() noexcept {
 }
 
 size_t PortEngine::progress() noexcept {
+  uint16_t received;
+  long n = poll_step(&received);
+  return n < 0 ? 0 : static_cast<size_t>(n);
+}
+
+long PortEngine::poll_step(uint16_t* received) noexcept {
   // One receive owner at a time; others return at once (they have nothing to wait for).
   if (rx_busy_.load(std::memory_order_relaxed) ||
       rx_busy_.exchange(true, std::memory_order_acquire))
-    return 0;
+    return -1;
   size_t delivered = drain_backlogs();  // frames held for receives posted since
   rte_mbuf* pkts[kBurst];
   uint16_t n = likely(!stopped_) ? rte_eth_rx_burst(port_id_, 0, pkts, kBurst) : 0;
@@ -220,7 +230,45 @@ size_t PortEngine::progress() noexcept {
     rte_pktmbuf_free_bulk(pkts, to_free);
     bump(stats_.rx_frames, n);
   }
-  return delivered;
+  *received = n;
+  return static_cast<long>(delivered);
+}
+
+bool PortEngine::prepare_sleep() noexcept {
+  wake_.arm();  // A1-A2
+  // A3: until the queue is empty. A full burst may have left frames whose kick or interrupt
+  // fired before A2 (and was drained): they must not wait for the next one.
+  constexpr int kMaxBursts = 64;
+  bool empty = false;
+  for (int i = 0; i < kMaxBursts && !empty; ++i) {
+    uint16_t received = 0;
+    if (poll_step(&received) < 0) {
+      wake_.stats().not_safe.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    empty = received < kBurst;
+  }
+  if (!empty) return false;
+  if (int qfd = wake_.queue_fd(); qfd >= 0) {
+    // net_tap reads only after its SIGIO handler bumped a trigger; the frame may be readable on
+    // the fd before that handler ran (on some other thread). Run it here and read once more,
+    // rather than wake at once for ever on a level-triggered fd.
+    pollfd pf{qfd, POLLIN, 0};
+    if (poll(&pf, 1, 0) == 1 && tap_sigio_handler_installed()) {
+      wake_.stats().sigio_runs.fetch_add(1, std::memory_order_relaxed);
+      pthread_kill(pthread_self(), SIGIO);
+      uint16_t received = 0;
+      if (poll_step(&received) < 0 || received == kBurst) return false;
+    }
+  }
+  wake_.arm_timer(timer_due_ns());
+  return true;
+}
+
+bool PortEngine::tap_sigio_handler_installed() noexcept {
+  struct sigaction sa {};
+  return sigaction(SIGIO, nullptr, &sa) == 0 && !(sa.sa_flags & SA_SIGINFO) &&
+         sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN;
 }
 
 int64_t PortEngine::now_ns() noexcept {

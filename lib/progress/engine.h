@@ -18,6 +18,7 @@
 #include "common/result.h"
 #include "port/port.h"
 #include "progress/memif_kick.h"
+#include "progress/port_wake.h"
 #include "proto/endpoint.h"
 #include "proto/groups.h"
 #include "wire/arp.h"
@@ -77,6 +78,16 @@ class PortEngine final : public proto::Link {
   }
   /// One poll step; returns the frames delivered to endpoints (events), not frames received.
   size_t progress() noexcept override;
+  /// Before a consumer sleeps on wake().fds(): arms them (A1-A2, port_wake.h), then runs poll
+  /// steps until the receive queue is empty (A3), then sets the timer fd to the next protocol
+  /// deadline. Any thread. @return false when the receive side was taken by another thread (or
+  /// the queue did not empty): sleeping is not safe yet, poll again.
+  bool prepare_sleep() noexcept;
+  /// Whether SIGIO has a plain handler (net_tap's receive trigger): then raising it is harmless.
+  static bool tap_sigio_handler_installed() noexcept;
+  /// The port's wake sources (port_wake.h).
+  PortWake& wake() noexcept { return wake_; }
+  const PortWake& wake() const noexcept { return wake_; }
   rte_mempool* pool() const noexcept override { return port_->mempool(); }
   const rte_ether_addr& mac() const noexcept override { return port_->info().mac; }
   uint32_t ipv4_be() const noexcept override { return ipv4_be_; }
@@ -120,6 +131,9 @@ class PortEngine final : public proto::Link {
   static void rx_wait() noexcept;
   static int64_t now_ns() noexcept;
   enum class Handled { kFree, kDelivered, kKept };  // kKept: a receiver holds the mbuf
+  /// The poll step. `received` (when the step ran): frames taken from the queue. Returns the
+  /// events delivered; -1 when another thread owns the receive side.
+  long poll_step(uint16_t* received) noexcept;
   Handled handle(rte_mbuf* m) noexcept;
   // RX owner: a copy of a group frame to each member.
   Handled deliver_group(const wire::Frame& f, rte_mbuf* m) noexcept;
@@ -164,6 +178,7 @@ class PortEngine final : public proto::Link {
   proto::GroupTable groups_;  // multicast memberships (join_group)
   proto::GroupStats group_stats_;
   std::atomic<uint64_t> timer_due_ns_{UINT64_MAX};  // see timer_due_ns()
+  PortWake wake_;
 };
 
 }  // namespace dpfab::progress

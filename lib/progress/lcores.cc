@@ -7,14 +7,20 @@
 #include <rte_lcore.h>
 #include <rte_pause.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <span>
 
 #include "common/log.h"
+#include "progress/spin.h"
 #include "progress/wakeup.h"
 
 namespace dpfab::progress {
 namespace {
+
+constexpr size_t kMaxSleepFds = 15;       // what one parked lcore sleeps on besides its eventfd
+constexpr size_t kMaxPortsPerLcore = 64;  // ports beyond this are watched by the wakeup thread
 
 struct Work {
   std::vector<PortEngine*> engines;
@@ -46,36 +52,64 @@ uint64_t activity(const Work& w) noexcept {
 }
 
 // The park protocol L1-L6 (wakeup.h). Returns after an unpark, or at once when L4 found work.
-void park(Work& w) noexcept {
+// Returns whether it slept.
+bool park(Work& w) noexcept {
   Parker& pk = w.parker;
-  pk.drain();                                           // L1
-  pk.mark_parked();                                     // L2 (seq_cst)
-  for (uint16_t id : w.port_ids) watch_for_parked(id);  // L3: the wakeup thread watches
-  // L4: poll once more; a consumer that polled, a frame or a send since L2 means back out.
+  pk.drain();        // L1
+  pk.mark_parked();  // L2 (seq_cst)
+  // L3: a port whose own fds wake a sleeper (memif kick, rx interrupt, net_tap queue fd) is
+  // armed by the lcore itself, which then sleeps on those fds: a frame wakes the lcore directly.
+  // The others are watched by the wakeup thread, which unparks the lcore.
+  int fds[kMaxSleepFds];
+  size_t nfds = 0;
+  bool covered[kMaxPortsPerLcore] = {};
+  for (size_t i = 0; i < w.engines.size(); ++i) {
+    const size_t armed_fds = static_cast<size_t>(std::count(covered, covered + i, true));
+    if (i < kMaxPortsPerLcore && (armed_fds + 1) * PortWake::kMaxFds <= kMaxSleepFds)
+      covered[i] = w.engines[i]->wake().covered();
+    if (!(i < kMaxPortsPerLcore && covered[i])) watch_for_parked(w.port_ids[i]);
+  }
+  // L4: poll once more (an armed port: until its queue is empty); a consumer that polled, a
+  // frame or a send since L2 means back out.
   const uint64_t before = activity(w);
   size_t events = 0;
-  for (PortEngine* e : w.engines) events += e->progress();
-  bool work = events != 0 || activity(w) != before || g_stop.load(std::memory_order_seq_cst);
+  bool work = false;
+  for (size_t i = 0; i < w.engines.size(); ++i) {
+    PortEngine* e = w.engines[i];
+    if (i < kMaxPortsPerLcore && covered[i]) {
+      work |= !e->prepare_sleep();  // A1-A3 (port_wake.h)
+      for (int fd : e->wake().fds()) fds[nfds++] = fd;
+    } else {
+      events += e->progress();
+    }
+  }
+  work |= events != 0 || activity(w) != before || g_stop.load(std::memory_order_seq_cst);
   for (uint16_t id : w.port_ids) work |= take_consumer_polled(id);
+  bool slept = false;
   if (work) {
     if (pk.back_out()) pk.stats.backouts.fetch_add(1, std::memory_order_relaxed);
   } else {
     pk.stats.parks.fetch_add(1, std::memory_order_relaxed);
-    pk.sleep();  // L5
+    pk.sleep(std::span<const int>(fds, nfds));  // L5
+    slept = true;
   }
-  for (uint16_t id : w.port_ids) unwatch_for_parked(id);  // L6
+  for (size_t i = 0; i < w.engines.size(); ++i)
+    if (!(i < kMaxPortsPerLcore && covered[i])) unwatch_for_parked(w.port_ids[i]);  // L6
+  return slept;
 }
 
 int loop(void* arg) {
   auto* w = static_cast<Work*>(arg);
   LcoreStats& st = w->parker.stats;
-  const int64_t spin_ns = wakeup_config().spin_ns;
-  const bool may_park = spin_ns >= 0 && wakeup_running();
-  const uint64_t spin_cycles = may_park
-                                   ? static_cast<uint64_t>(static_cast<double>(spin_ns) * 1e-9 *
-                                                           static_cast<double>(rte_get_tsc_hz()))
-                                   : 0;
+  const WakeupConfig& cfg = wakeup_config();
+  const bool may_park = (cfg.spin_auto || cfg.spin_ns >= 0) && wakeup_running();
+  SpinBudget& budget = w->parker.budget;
+  budget.configure(SpinConfig{cfg.spin_auto, std::max<int64_t>(cfg.spin_ns, 0), cfg.spin_max_ns});
+  const double cycles_per_ns = static_cast<double>(rte_get_tsc_hz()) * 1e-9;
+  auto spin_cycles = [&] { return static_cast<uint64_t>(budget.budget() * cycles_per_ns); };
+  uint64_t limit = may_park ? spin_cycles() : 0;
   uint64_t idle_since = rte_rdtsc();
+  bool idle = false, parked_since_idle = false;
   uint64_t seen = activity(*w);
   while (!g_stop.load(std::memory_order_relaxed)) {
     size_t events = 0;
@@ -85,17 +119,25 @@ int loop(void* arg) {
       seen = now_activity;
       st.busy_polls.store(st.busy_polls.load(std::memory_order_relaxed) + 1,
                           std::memory_order_relaxed);  // single writer
-      idle_since = rte_rdtsc();
+      const uint64_t now = rte_rdtsc();
+      if (idle && may_park) {  // a gap ended: the budget learns it (spin.h)
+        budget.observe(static_cast<int64_t>(static_cast<double>(now - idle_since) / cycles_per_ns),
+                       true, parked_since_idle);
+        limit = spin_cycles();
+      }
+      idle = parked_since_idle = false;
+      idle_since = now;
       continue;
     }
+    if (!idle) idle_since = rte_rdtsc();
+    idle = true;
     st.idle_polls.store(st.idle_polls.load(std::memory_order_relaxed) + 1,
                         std::memory_order_relaxed);
     if (!may_park) {
       rte_pause();
       continue;
     }
-    const uint64_t now = rte_rdtsc();
-    if (now - idle_since < spin_cycles) {
+    if (rte_rdtsc() - idle_since < limit) {
       rte_pause();
       continue;
     }
@@ -103,10 +145,11 @@ int loop(void* arg) {
     bool polled = false;
     for (uint16_t id : w->port_ids) polled |= take_consumer_polled(id);
     if (!polled) {
-      park(*w);
+      parked_since_idle |= park(*w);
       seen = activity(*w);
+    } else {
+      idle_since = rte_rdtsc();
     }
-    idle_since = rte_rdtsc();
   }
   return 0;
 }

@@ -79,6 +79,8 @@ class KickChannel {
   int wake_fd() const noexcept { return wake_.get(); }
   /// K1: asks the peer to kick us on its next send (a seq_cst RMW; the caller polls after it).
   void arm() noexcept { my_flag_->exchange(1, std::memory_order_seq_cst); }
+  /// Whether our flag is still set (the peer has not kicked since the last arm). Relaxed.
+  bool flag_set() const noexcept { return my_flag_->load(std::memory_order_relaxed) != 0; }
   /// Asks the peer not to kick us (sends stay free of syscalls while we are awake).
   void disarm() noexcept { my_flag_->store(0, std::memory_order_relaxed); }
   /// Reads our eventfd empty.

@@ -142,7 +142,6 @@ void unpark_owner(PortWatch& p, Cause why) noexcept {
 // Returns whether frames were received or events delivered.
 bool service(PortWatch& p, Cause why, int64_t now) noexcept {
   PortEngine* e = p.engine;
-  const uint16_t id = e->port()->info().port_id;
   const uint64_t rx0 = e->stats().rx_frames.load(std::memory_order_relaxed);
   uint64_t last = rx0;
   size_t events = 0;
@@ -156,7 +155,7 @@ bool service(PortWatch& p, Cause why, int64_t now) noexcept {
       // Virtio-style interrupts (event index) fire once per enable: re-enable after reading,
       // then look once more for a frame that came in between (DPDK's l3fwd-power pattern).
       if (!busy && p.intr_enabled && i + 1 < kMaxBurstsPerService) {
-        rte_eth_dev_rx_intr_enable(id, 0);
+        e->wake().enable_interrupt();
         if (e->progress() || e->stats().rx_frames.load(std::memory_order_relaxed) != rx) {
           last = e->stats().rx_frames.load(std::memory_order_relaxed);
           continue;
@@ -186,13 +185,6 @@ bool service(PortWatch& p, Cause why, int64_t now) noexcept {
   p.interval_ns.store(interval, std::memory_order_relaxed);
   p.next_poll_ns = p.polled() ? now + interval : kNever;
   return last != rx0 || events;
-}
-
-// Whether SIGIO has a handler (net_tap's receive trigger): then raising it is harmless.
-bool tap_sigio_handler() noexcept {
-  struct sigaction sa {};
-  return sigaction(SIGIO, nullptr, &sa) == 0 && !(sa.sa_flags & SA_SIGINFO) &&
-         sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN;
 }
 
 // Adds the net_tap queue fd, level-triggered. rte_epoll_ctl(DEL) clears the event's epdata, so
@@ -282,6 +274,9 @@ bool on_kick_fd(Thread& t, PortWatch& p, int fd, int64_t now) noexcept {
   }
   if (had_peer == p.kicked()) return true;
   p.kick_in_use.store(p.kicked(), std::memory_order_relaxed);
+  // Sleepers on the port's own fds rely on the kick from now on (or no longer: then consumers
+  // that arm have this thread watch the port again).
+  p.engine->wake().set_kick_in_use(p.kicked());
   DPFAB_INFO(FI_LOG_CORE, "port %s: memif kick %s", p.engine->port()->info().name.c_str(),
              p.kicked() ? "in use: sleepers are woken by the peer" : "gone: polled while idle");
   if (p.kicked() && p.active) {
@@ -325,7 +320,7 @@ void start_watch(Thread& t, PortWatch& p, uint16_t id, int64_t now) noexcept {
       }
     }
     if (p.intr == port::RxInterrupt::kEnable && p.intr_added && !p.intr_enabled)
-      p.intr_enabled = rte_eth_dev_rx_intr_enable(id, 0) == 0;
+      p.intr_enabled = p.engine->wake().enable_interrupt();
   }
   p.interval_ns.store(kIdlePollMinNs, std::memory_order_relaxed);
   if (p.kick) arm_kick(t, p);
@@ -335,12 +330,14 @@ void start_watch(Thread& t, PortWatch& p, uint16_t id, int64_t now) noexcept {
 
 void stop_watch(PortWatch& p, uint16_t id) noexcept {
   if (p.kick) {
-    p.kick->disarm();
+    // The kick flag stays set: a sleeper on the port's own fds may rely on it (the peer clears it
+    // when it kicks). Only our watch of the wake fd ends.
     if (p.wake_added)
       rte_epoll_ctl(thread().epfd.get(), EPOLL_CTL_DEL, p.kick->wake_fd(), &p.wake_ev);
     p.wake_added = false;
   }
-  if (p.intr_enabled) rte_eth_dev_rx_intr_disable(id, 0);
+  // The interrupt stays enabled: a sleeper on the port's own fds may have enabled it too
+  // (virtio-style interrupts fire once per enable, so an enabled one costs at most one write).
   p.intr_enabled = false;
   if (p.intr_added && p.intr == port::RxInterrupt::kFdOnly)
     rte_epoll_ctl(thread().epfd.get(), EPOLL_CTL_DEL, p.queue_fd, &p.fd_ev);
@@ -429,7 +426,7 @@ void* run(void*) {
           // then a frame sits in the queue with the trigger unchanged (seen here: the fd stays
           // readable, poll steps read nothing, the frame waits for the next one's SIGIO). Run
           // the handler on this thread (nobody else is disturbed) and read again.
-          if (tap_sigio_handler()) {
+          if (PortEngine::tap_sigio_handler_installed()) {
             pthread_kill(pthread_self(), SIGIO);
             got = service(*p, Cause::kRxInterrupt, now);
           }
@@ -443,7 +440,7 @@ void* run(void*) {
       if (!p.active) continue;
       if (now >= p.next_poll_ns || now >= p.recheck_ns) {
         bool got = service(p, Cause::kIdlePoll, now);
-        if (p.fd_muted && !got && tap_sigio_handler()) {
+        if (p.fd_muted && !got && PortEngine::tap_sigio_handler_installed()) {
           pthread_kill(pthread_self(), SIGIO);
           got = service(p, Cause::kIdlePoll, now);
         }
@@ -516,6 +513,18 @@ int tel_stats(const char*, const char*, rte_tel_data* d) {
         add_u64(d, k + "arp", st.arp.load(std::memory_order_relaxed));
         add_u64(d, k + "arp_sent", st.arp_sent.load(std::memory_order_relaxed));
         add_u64(d, k + "rx_rejected", e.decode_stats().rejected());
+        // Sleeping on the port (port_wake.h): how its sleepers are woken, and what they did.
+        const PortWake& w = e.wake();
+        rte_tel_data_add_dict_string(d, (k + "sleep").c_str(), w.describe());
+        const PortSleepStats& ws = w.stats();
+        add_u64(d, k + "sleep_arms", ws.arms.load(std::memory_order_relaxed));
+        add_u64(d, k + "sleep_kick_wakes", ws.kick_wakes.load(std::memory_order_relaxed));
+        add_u64(d, k + "sleep_intr_enables", ws.intr_enables.load(std::memory_order_relaxed));
+        add_u64(d, k + "sleep_timer_arms", ws.timer_arms.load(std::memory_order_relaxed));
+        add_u64(d, k + "sleep_not_safe", ws.not_safe.load(std::memory_order_relaxed));
+        add_u64(d, k + "sleep_sigio_runs", ws.sigio_runs.load(std::memory_order_relaxed));
+        add_u64(d, k + "spin_budget_us",
+                static_cast<uint64_t>(ws.spin_budget_ns.load(std::memory_order_relaxed) / 1000));
       },
       d);
   for (const auto& l : s.lcores) {
@@ -567,12 +576,26 @@ void Parker::drain() noexcept {
   eventfd_read(efd_.get(), &v);  // non-blocking: EAGAIN when not raised
 }
 
-int64_t Parker::sleep() noexcept {
+int64_t Parker::sleep(std::span<const int> port_fds) noexcept {
   int64_t t0 = now_ns();
-  pollfd p{efd_.get(), POLLIN, 0};
+  constexpr size_t kMax = 16;
+  pollfd p[kMax];
+  p[0] = pollfd{efd_.get(), POLLIN, 0};
+  size_t n = 1;
+  for (int fd : port_fds)
+    if (n < kMax) p[n++] = pollfd{fd, POLLIN, 0};
   while (parked_.load(std::memory_order_acquire)) {
-    int r = poll(&p, 1, -1);
-    if (r > 0) break;
+    int r = poll(p, n, -1);
+    if (r > 0) {
+      bool by_port = false;
+      for (size_t i = 1; i < n; ++i) by_port |= p[i].revents != 0;
+      // Woken by a port's own fd, not by an unparker: leave the parked state ourselves (an
+      // unparker that races us writes the eventfd, drained by the next L1).
+      if (by_port && back_out())
+        stats.unparks[static_cast<size_t>(Cause::kRxInterrupt)].fetch_add(
+            1, std::memory_order_relaxed);
+      break;
+    }
     if (r < 0 && errno != EINTR) break;
   }
   drain();
@@ -617,6 +640,7 @@ Status start_wakeup(const std::vector<PortEngine*>& engines, const WakeupConfig&
                                 [e](KickChannel::Peer peer) { e->set_kick_peer(peer); });
       if (k->open() && (k->listen_fd() < 0 || add_kick_fd(t, p, k->listen_fd(), &p.listen_ev))) {
         p.kick = k;
+        e->wake().attach_kick(k);  // its eventfd joins what sleepers on the port wait on
         p.wake_added = false;
         p.connect_backoff_ns = kKickRetryMinNs;
         p.next_connect_ns = in.memif_server ? kNever : 0;  // the client connects at once
@@ -760,7 +784,7 @@ WakeupStats wakeup_stats() {
     s.timer_fires = t.timer_fires.load(std::memory_order_relaxed);
     for (uint16_t id : t.ports) {
       const PortWatch& p = g_ports[id];
-      PortWakeStats ps;
+      PortWatchStats ps;
       ps.port_id = id;
       ps.name = p.engine ? p.engine->port()->info().name : "?";
       ps.rx_interrupt =

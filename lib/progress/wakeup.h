@@ -50,12 +50,14 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "common/fd.h"
 #include "common/result.h"
 #include "progress/engine.h"
+#include "progress/spin.h"
 
 namespace dpfab::progress {
 
@@ -106,10 +108,13 @@ class Parker {
   /// Backs out of L2 (L4 found work). @return false when an unparker cleared it already (its
   /// eventfd write is then drained by the next L1).
   bool back_out() noexcept { return parked_.exchange(false, std::memory_order_acq_rel); }
-  /// L5: sleeps until unpark() (or a POSIX signal). Returns the time asleep in ns.
-  int64_t sleep() noexcept;
+  /// L5: sleeps until unpark(), one of `port_fds` (its armed ports' wake fds) becomes readable,
+  /// or a POSIX signal. A port fd counts as an unpark by kRxInterrupt (the lcore was woken by the
+  /// frame itself). Returns the time asleep in ns.
+  int64_t sleep(std::span<const int> port_fds = {}) noexcept;
 
   LcoreStats stats;
+  SpinBudget budget;  ///< the lcore's spin budget (lcore_spin_us; spin.h). The lcore only.
 
  private:
   unsigned lcore_ = 0;
@@ -118,7 +123,9 @@ class Parker {
 };
 
 struct WakeupConfig {
-  int64_t spin_ns = 100'000;             ///< lcore spin budget; < 0: lcores never park
+  bool spin_auto = true;                 ///< lcores learn their spin budget (spin.h)
+  int64_t spin_ns = 100'000;             ///< fixed lcore spin budget; < 0: lcores never park
+  int64_t spin_max_ns = 100'000;         ///< the most a learnt budget may reach
   int64_t idle_poll_max_ns = 1'000'000;  ///< longest idle-poll interval of ports without interrupt
 };
 
@@ -169,7 +176,7 @@ bool take_consumer_polled(uint16_t port_id) noexcept;
 
 // ---- statistics ---------------------------------------------------------------------------
 
-struct PortWakeStats {
+struct PortWatchStats {
   uint16_t port_id = 0;
   std::string name;
   std::string rx_interrupt;   ///< "yes" / "queue fd only" / "none (polled while idle)"
@@ -199,7 +206,7 @@ struct WakeupStats {
   uint64_t loops = 0;      ///< epoll_wait returns
   uint64_t doorbells = 0;  ///< doorbell reads
   uint64_t timer_fires = 0;
-  std::vector<PortWakeStats> ports;
+  std::vector<PortWatchStats> ports;
   std::vector<LcoreWakeStats> lcores;
 };
 WakeupStats wakeup_stats();

@@ -74,6 +74,26 @@ size_t Aggregator::size() const noexcept {
   return members_.size();
 }
 
+bool Aggregator::prepare_sleep() noexcept {
+  std::lock_guard lock(members_mutex_);
+  bool ok = true;
+  for (auto& [source, count] : sources_) ok &= source->prepare_sleep();
+  return ok;
+}
+
+size_t Aggregator::source_fds(int* out, size_t max) noexcept {
+  std::lock_guard lock(members_mutex_);
+  size_t n = 0;
+  for (auto& [source, count] : sources_)
+    for (int fd : source->sleep_fds()) {
+      // Two domains on one port share its fds: list each once.
+      if (std::find(out, out + std::min(n, max), fd) != out + std::min(n, max)) continue;
+      if (n < max) out[n] = fd;
+      ++n;
+    }
+  return n;
+}
+
 size_t Aggregator::progress() noexcept {
   std::lock_guard lock(members_mutex_);
   size_t n = 0;

@@ -50,6 +50,11 @@ class Aggregator {
 
   /// Runs one progress step on every distinct progress source of the members.
   size_t progress() noexcept;
+  /// ProgressSource::prepare_sleep on every distinct source (A1-A3, waitable.h); false when any
+  /// of them is not ready to sleep on.
+  bool prepare_sleep() noexcept;
+  /// The union of the sources' sleep_fds(), at most `max` into `out`; returns how many there are.
+  size_t source_fds(int* out, size_t max) noexcept;
 
   /// Consumer side: reports up to `max` members with events into `contexts` (may be null with
   /// `consume` false: then it only counts). With `consume`, members are told they were polled.

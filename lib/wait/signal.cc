@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 
 namespace dpfab::wait {
@@ -17,6 +18,7 @@ namespace dpfab::wait {
 Result<std::unique_ptr<Signal>> Signal::create(SignalKind kind) {
   std::unique_ptr<Signal> s(new (std::nothrow) Signal(kind));
   if (!s) return make_error(-FI_ENOMEM, "signal: out of memory");
+  for (auto& slot : s->fd_sleepers_) slot.store(-1, std::memory_order_relaxed);
   if (kind == SignalKind::kEventFd) {
     int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (fd < 0) return make_error(errno == EMFILE ? -FI_EMFILE : -FI_ENOMEM, "eventfd failed");
@@ -33,9 +35,35 @@ Result<std::unique_ptr<Signal>> Signal::create(SignalKind kind) {
   return s;
 }
 
+namespace {
+
+// The calling thread's own eventfd for wait_fds (made on first use, closed at thread exit: by
+// then the thread is in no Signal's slots).
+int thread_sleep_fd() noexcept {
+  thread_local UniqueFd fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  return fd.get();
+}
+
+}  // namespace
+
 Signal::~Signal() {
   if (cond_ready_) pthread_cond_destroy(&cond_);
   pthread_mutex_destroy(&mutex_);
+}
+
+void Signal::wake_fd_sleepers() noexcept {
+  // After the generation bump (seq_cst): pairs with the sleeper's seq_cst registration and
+  // re-read of the generation in wait_fds.
+  if (nfd_sleepers_.load(std::memory_order_seq_cst) == 0) return;
+  raisers_.fetch_add(1, std::memory_order_seq_cst);
+  for (auto& slot : fd_sleepers_) {
+    int fd = slot.load(std::memory_order_seq_cst);
+    if (fd >= 0) {
+      uint64_t one = 1;
+      [[maybe_unused]] ssize_t n = ::write(fd, &one, sizeof(one));
+    }
+  }
+  raisers_.fetch_sub(1, std::memory_order_release);
 }
 
 void Signal::raise() noexcept {
@@ -55,13 +83,15 @@ void Signal::raise() noexcept {
         // round (a spurious wake), never a readable fd that drains keep skipping.
         fd_raised_.store(true, std::memory_order_release);
       }
+      wake_fd_sleepers();
       break;
     }
     case SignalKind::kMutexCond:
       pthread_mutex_lock(&mutex_);
-      gen_.fetch_add(1, std::memory_order_relaxed);  // under the mutex
+      gen_.fetch_add(1, std::memory_order_seq_cst);  // under the mutex; seq_cst for fd sleepers
       pthread_cond_broadcast(&cond_);
       pthread_mutex_unlock(&mutex_);
+      wake_fd_sleepers();
       break;
     case SignalKind::kYield:
       gen_.fetch_add(1, std::memory_order_release);
@@ -77,6 +107,61 @@ void Signal::drain() noexcept {
     uint64_t v;
     [[maybe_unused]] ssize_t n = ::read(fd_.get(), &v, sizeof(v));  // EAGAIN when already 0
   }
+}
+
+Woke Signal::wait_fds(const Deadline& d, uint32_t seen, std::span<const int> fds) noexcept {
+  if (kind_ == SignalKind::kYield || fds.empty()) return wait(d, seen);
+  const int own = thread_sleep_fd();
+  std::atomic<int>* slot = nullptr;
+  if (own >= 0)
+    for (auto& s : fd_sleepers_) {
+      int free_slot = -1;
+      // seq_cst: the registration comes before the generation re-read below in the total order.
+      if (s.compare_exchange_strong(free_slot, own, std::memory_order_seq_cst)) {
+        slot = &s;
+        break;
+      }
+    }
+  if (slot) nfd_sleepers_.fetch_add(1, std::memory_order_seq_cst);
+  Woke result = Woke::kTimeout;
+  if (gen_.load(std::memory_order_seq_cst) != seen) {
+    result = Woke::kRaised;
+  } else {
+    pollfd pf[kMaxWaitFds + 1];
+    size_t n = 0;
+    for (int fd : fds.first(std::min(fds.size(), kMaxWaitFds))) pf[n++] = pollfd{fd, POLLIN, 0};
+    if (slot) pf[n++] = pollfd{own, POLLIN, 0};
+    // Without a slot of our own, sleep in slices of 1 ms and look at the generation between them.
+    Deadline until = d;
+    if (!slot && (d.infinite() || d.remaining_ns() > 1'000'000))
+      until = Deadline::after_ns(1'000'000);
+    timespec ts = until.remaining_ts();
+    int r = ppoll(pf, n, until.infinite() ? nullptr : &ts, nullptr);
+    const int err = r < 0 ? errno : 0;
+    if (slot && pf[n - 1].revents) {
+      uint64_t v;
+      [[maybe_unused]] ssize_t rd = ::read(own, &v, sizeof(v));
+    }
+    bool source = false;
+    for (size_t i = 0; i + (slot ? 1 : 0) < n; ++i) source |= pf[i].revents != 0;
+    if (gen_.load(std::memory_order_acquire) != seen)
+      result = Woke::kRaised;
+    else if (source)
+      result = Woke::kSource;
+    else if (err == EINTR)
+      result = Woke::kInterrupted;
+    else if (r == 0 && !d.expired())
+      result = Woke::kSource;  // a 1 ms slice ended: let the caller look again
+  }
+  if (slot) {
+    slot->store(-1, std::memory_order_seq_cst);
+    nfd_sleepers_.fetch_sub(1, std::memory_order_relaxed);
+    // A raiser that read our fd before the clear is inside its scan (raisers_ > 0): wait for it,
+    // so that it never writes the fd after we return (the thread may exit and the number be
+    // reused). seq_cst on both sides: either it saw -1, or we see its increment.
+    while (raisers_.load(std::memory_order_seq_cst) != 0) sched_yield();
+  }
+  return result;
 }
 
 Woke Signal::wait(const Deadline& d, uint32_t seen) noexcept {

@@ -16,6 +16,15 @@
 // eventfd is written only once its fd has been handed out (export_fd), so sread-only users pay
 // one futex wake per sleep, and only when someone sleeps.
 //
+// A third kind of waiter sleeps on fds besides the signal: a provider wait that also sleeps on its
+// port's wake sources (the memif kick, rx-interrupt fds; DESIGN.md "Sleeping on the port"). It
+// cannot sleep on the futex, and a shared level-triggered eventfd would let one waiter's drain
+// hide a raise from another. So each such waiter brings its own eventfd (one per thread, never
+// closed while the thread lives) and registers it here for the length of its sleep; raise()
+// writes every registered one. Registration and raise form the same store-buffering pair as the
+// futex sleepers: the waiter registers (seq_cst), then re-reads the generation; raise() bumps the
+// generation (seq_cst), then reads the registrations. One of the two sees the other.
+//
 // A Signal is only the wake-up channel: whether to raise it is decided by the arm protocol in
 // Waitable (waitable.h), so raise() runs only when a consumer is (about to be) asleep.
 #pragma once
@@ -26,6 +35,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "common/fd.h"
 #include "common/result.h"
@@ -40,6 +50,7 @@ enum class Woke : uint8_t {
   kRaised,       ///< the signal is raised (or, for kYield, the CPU was yielded once)
   kTimeout,      ///< the deadline passed
   kInterrupted,  ///< a POSIX signal interrupted the wait (EINTR)
+  kSource,       ///< wait_fds: one of the extra fds (a port's wake source) became readable
 };
 
 class Signal {
@@ -63,6 +74,13 @@ class Signal {
   /// Blocks until a raise() after `seen` was read (generation() != seen), or `d`, or a POSIX
   /// signal. Independent of drain(): waiters never steal each other's wakeups.
   Woke wait(const Deadline& d, uint32_t seen) noexcept;
+  /// As wait(), but sleeps in ppoll on `fds` as well (kEventFd and kMutexCond; kYield yields
+  /// once): returns kSource when one of them is readable and no raise came. Several threads may
+  /// wait at once; each sleeps on an eventfd of its own that raise() writes. More than
+  /// kFdSleepers waiters at once: the extra ones sleep at most 1 ms at a time.
+  Woke wait_fds(const Deadline& d, uint32_t seen, std::span<const int> fds) noexcept;
+  static constexpr int kFdSleepers = 8;
+  static constexpr size_t kMaxWaitFds = 15;  ///< extra fds wait_fds looks at
 
   /// The eventfd (kEventFd), else -1, for internal bookkeeping (no side effect).
   int fd() const noexcept { return fd_.get(); }
@@ -91,6 +109,13 @@ class Signal {
   bool cond_ready_ = false;
   fi_mutex_cond mc_{&mutex_, &cond_};
   std::atomic<uint64_t> raises_{0};
+  // wait_fds sleepers: their eventfds (-1: free slot), how many are registered, and raisers
+  // inside the slot scan (a sleeper leaving waits for them, so that no raise writes an fd whose
+  // thread has gone and whose number was reused).
+  alignas(64) std::atomic<int> fd_sleepers_[kFdSleepers];
+  std::atomic<int> nfd_sleepers_{0};
+  std::atomic<int> raisers_{0};
+  void wake_fd_sleepers() noexcept;
 };
 
 }  // namespace dpfab::wait

@@ -3,6 +3,9 @@
 
 #include <errno.h>
 #include <rdma/fi_errno.h>
+#include <sys/epoll.h>
+
+#include <algorithm>
 
 namespace dpfab::wait {
 
@@ -63,52 +66,69 @@ void WaitSet::drain_members() noexcept {
     if (Signal* own = s->member->signal()) own->drain();
 }
 
-int WaitSet::try_arm() noexcept {
+int WaitSet::try_arm(bool on_fds) noexcept {
   progress();
   if (signal_)
     signal_->drain();  // C1
   else
     drain_members();
+  if (on_fds && !prepare_sleep()) {  // A1-A3 for every source
+    release_watch();
+    return -FI_EAGAIN;
+  }
   armed_.store(true, std::memory_order_seq_cst);  // C2: pairs with the fence in on_member_notify
   if (any_ready()) {                              // C3
     armed_.store(false, std::memory_order_relaxed);
     release_watch();
     return -FI_EAGAIN;
   }
-  hold_watch();
+  hold_watch(on_fds);
   return FI_SUCCESS;
 }
 
-void WaitSet::hold_watch() noexcept {
+void WaitSet::hold_watch(bool on_fds) noexcept {
   std::lock_guard lock(watch_mutex_);
   if (!watched_.empty()) return;
-  for_each_source([this](ProgressSource* s) {
+  for_each_source([this, on_fds](ProgressSource* s) {
+    const uint8_t kind = s->arm_kind(on_fds);
     try {
-      watched_.push_back(s);  // capacity stays after the first arm: no allocation later
+      watched_.emplace_back(s, kind);  // capacity stays after the first arm: no allocation later
     } catch (...) {
       return;  // out of memory: this source is not watched (its waits fall back to slices)
     }
-    s->armed();
+    s->armed(kind);
   });
 }
 
 void WaitSet::release_watch() noexcept {
   std::lock_guard lock(watch_mutex_);
-  for (ProgressSource* s : watched_) s->disarmed();
+  for (auto [s, kind] : watched_) s->disarmed(kind);
   watched_.clear();
 }
 
 Woke WaitSet::wait_signal(const Deadline& d, uint32_t gen) noexcept {
-  if (signal_) return signal_->wait(d, gen);
-  // POLLFD: wait on every member's fd, as the application would.
-  std::vector<pollfd> fds;
+  int fds[Signal::kMaxWaitFds];
+  const size_t nsrc = std::min(source_fds(fds, Signal::kMaxWaitFds), Signal::kMaxWaitFds);
+  if (signal_) {
+    if (nsrc && signal_->kind() != SignalKind::kYield)
+      return signal_->wait_fds(d, gen, std::span<const int>(fds, nsrc));
+    return signal_->wait(d, gen);
+  }
+  // POLLFD: wait on every member's fd and the sources' fds, as the application would.
+  std::vector<pollfd> pfds;
   for_each_member([&](Subscription& s) {
     if (Signal* own = s.member->signal(); own && own->fd() >= 0)
-      fds.push_back(pollfd{own->fd(), POLLIN, 0});
+      pfds.push_back(pollfd{own->fd(), POLLIN, 0});
   });
+  const size_t members = pfds.size();
+  for (size_t i = 0; i < nsrc; ++i) pfds.push_back(pollfd{fds[i], POLLIN, 0});
   timespec ts = d.remaining_ts();
-  int r = ppoll(fds.data(), fds.size(), d.infinite() ? nullptr : &ts, nullptr);
-  if (r > 0) return Woke::kRaised;
+  int r = ppoll(pfds.data(), pfds.size(), d.infinite() ? nullptr : &ts, nullptr);
+  if (r > 0) {
+    for (size_t i = 0; i < members; ++i)
+      if (pfds[i].revents) return Woke::kRaised;
+    return Woke::kSource;
+  }
   if (r < 0 && errno == EINTR) return Woke::kInterrupted;
   return Woke::kTimeout;
 }
@@ -116,21 +136,54 @@ Woke WaitSet::wait_signal(const Deadline& d, uint32_t gen) noexcept {
 int WaitSet::wait(const Deadline& d) noexcept {
   for (;;) {
     const uint32_t gen = signal_ ? signal_->generation() : 0;  // before try_arm's re-check
-    if (try_arm() != FI_SUCCESS) return FI_SUCCESS;            // try_arm released the watch
+    if (try_arm(true) != FI_SUCCESS) return FI_SUCCESS;        // try_arm released the watch
     Woke w = wait_signal(d, gen);
-    if (w == Woke::kRaised) continue;  // re-check through try_arm: stale raises are absorbed
+    // Raised: re-check through try_arm (stale raises are absorbed). A wake fd: the next try_arm
+    // polls the port.
+    if (w == Woke::kRaised || w == Woke::kSource) continue;
     disarm();
     if (any_ready()) return FI_SUCCESS;
     return w == Woke::kInterrupted ? -FI_EINTR : -FI_ETIMEDOUT;
   }
 }
 
+void WaitSet::sync_epoll() noexcept {
+  std::lock_guard lock(epoll_mutex_);
+  if (!epoll_.valid()) return;
+  int fds[Signal::kMaxWaitFds];
+  const size_t n = std::min(source_fds(fds, Signal::kMaxWaitFds), Signal::kMaxWaitFds);
+  std::vector<int> want(fds, fds + n);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  for (int fd : epoll_fds_)
+    if (std::find(want.begin(), want.end(), fd) == want.end())
+      epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, &ev);
+  for (int fd : want)
+    if (std::find(epoll_fds_.begin(), epoll_fds_.end(), fd) == epoll_fds_.end())
+      epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev);
+  epoll_fds_ = std::move(want);
+}
+
 int WaitSet::get_wait(void* arg) noexcept {
   if (!arg) return -FI_EINVAL;
   switch (kind_) {
-    case FI_WAIT_FD:
-      *static_cast<int*>(arg) = signal_->export_fd();
+    case FI_WAIT_FD: {
+      // An epoll fd over the set's eventfd and the sources' wake fds (members join later too).
+      {
+        std::lock_guard lock(epoll_mutex_);
+        if (!epoll_.valid()) {
+          UniqueFd ep(epoll_create1(EPOLL_CLOEXEC));
+          epoll_event ev{};
+          ev.events = EPOLLIN;
+          if (!ep.valid() || epoll_ctl(ep.get(), EPOLL_CTL_ADD, signal_->export_fd(), &ev) != 0)
+            return -FI_EMFILE;
+          epoll_ = std::move(ep);
+        }
+      }
+      sync_epoll();
+      *static_cast<int*>(arg) = epoll_.get();
       return FI_SUCCESS;
+    }
     case FI_WAIT_MUTEX_COND:
       *static_cast<fi_mutex_cond*>(arg) = *signal_->mutex_cond();
       return FI_SUCCESS;
@@ -141,6 +194,9 @@ int WaitSet::get_wait(void* arg) noexcept {
       for_each_member([&](Subscription& s) {
         if (Signal* own = s.member->signal(); own && own->fd() >= 0) fds.push_back(own->fd());
       });
+      int src[Signal::kMaxWaitFds];
+      const size_t nsrc = std::min(source_fds(src, Signal::kMaxWaitFds), Signal::kMaxWaitFds);
+      fds.insert(fds.end(), src, src + nsrc);
       pf->change_index = change_index();
       if (pf->nfds < fds.size())
         ret = -FI_ETOOSMALL;
@@ -161,6 +217,7 @@ int WaitSet::add_member(Waitable* member, void* context) noexcept {
   int r = add(member, context);
   if (r == FI_SUCCESS && kind_ == FI_WAIT_POLLFD)
     change_index_.fetch_add(1, std::memory_order_acq_rel);
+  if (r == FI_SUCCESS) sync_epoll();
   return r;
 }
 
@@ -168,6 +225,7 @@ int WaitSet::remove_member(Waitable* member) noexcept {
   int r = remove(member);
   if (r == FI_SUCCESS && kind_ == FI_WAIT_POLLFD)
     change_index_.fetch_add(1, std::memory_order_acq_rel);
+  if (r == FI_SUCCESS) sync_epoll();
   return r;
 }
 

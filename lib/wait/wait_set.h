@@ -10,6 +10,11 @@
 //   FI_WAIT_POLLFD               one eventfd per member (members keep their own); FI_GETWAIT hands
 //                                out the array and change_index moves whenever a member joins or
 //                                leaves. The set raises the fd of the member that got the event.
+// The members' progress sources' wake fds (a port's memif kick, rx-interrupt fd: sleep_fds in
+// waitable.h) join what the set sleeps on: FI_GETWAIT of an FD set is an epoll fd over the set's
+// eventfd and those fds (kept in step as members join and leave), a POLLFD array lists them after
+// the members' fds, and fi_wait sleeps on them too. A set armed for a sleep on them arms them
+// and polls once more (A1-A3) before it reports that blocking is safe.
 #pragma once
 
 #include <poll.h>
@@ -34,8 +39,12 @@ class WaitSet final : public Aggregator {
   bool members_need_own_fd() const noexcept { return kind_ == FI_WAIT_POLLFD; }
 
   /// fi_trywait on the set: FI_SUCCESS when blocking on the set's wait object is safe,
-  /// -FI_EAGAIN when a member has events. Runs one progress step first.
-  int try_arm() noexcept;
+  /// -FI_EAGAIN when a member has events. Runs one progress step first. `on_fds`: the sleep that
+  /// follows includes the sources' wake fds (FD and POLLFD sets as handed out, fi_wait).
+  int try_arm(bool on_fds = false) noexcept;
+  /// What fi_trywait on this set passes as on_fds: whether what the application sleeps on
+  /// (FI_GETWAIT) includes the sources' fds.
+  bool app_sleeps_on_fds() const noexcept { return kind_ == FI_WAIT_FD || kind_ == FI_WAIT_POLLFD; }
   void disarm() noexcept {
     armed_.store(false, std::memory_order_relaxed);
     release_watch();
@@ -63,19 +72,24 @@ class WaitSet final : public Aggregator {
   // The members' progress sources are told armed() when a try_arm succeeds and disarmed() at the
   // consumer's next try_arm, disarm or wait return (a producer cannot tell them: it runs inside
   // their progress step). Consumer side only.
-  void hold_watch() noexcept;
+  void hold_watch(bool on_fds) noexcept;
   void release_watch() noexcept;
   void on_member_notify(Subscription* sub) noexcept override;
   void on_member_leaving() noexcept override { release_watch(); }
   void drain_members() noexcept;
   Woke wait_signal(const Deadline& d, uint32_t gen) noexcept;
+  /// FD sets whose fd was handed out: brings the epoll set in step with the sources' fds.
+  void sync_epoll() noexcept;
 
   const fi_wait_obj kind_;
   std::unique_ptr<Signal> signal_;  // null for POLLFD (members' fds)
   alignas(64) std::atomic<bool> armed_{false};
   std::atomic<uint64_t> change_index_{1};
   std::mutex watch_mutex_;
-  std::vector<ProgressSource*> watched_;  // sources told armed(), under watch_mutex_
+  std::vector<std::pair<ProgressSource*, uint8_t>> watched_;  // told armed(kind), watch_mutex_
+  std::mutex epoll_mutex_;      // FD sets: the handed-out epoll fd and what it holds
+  UniqueFd epoll_;              // made by the first FI_GETWAIT
+  std::vector<int> epoll_fds_;  // source fds in it (the set's eventfd is always in it)
 };
 
 class PollSet final : public Aggregator {

@@ -35,6 +35,17 @@
 // P3 reads armed_ relaxed first so that the common case (nobody asleep) writes nothing; the
 // exchange (a locked RMW) is only done when a consumer is armed.
 //
+// Sleeping on the port as well (ProgressSource::sleep_fds). A consumer whose sleep includes the
+// source's wake fds runs, between C1 and C2:
+//     A1  drain the wake fds that fired; A2 arm them (memif kick flag, rx interrupt enable,
+//         timer fd); A3 run the poll step until the port's queue is empty.
+//     If A3 could not own the receive side, or left frames, the consumer does not block
+//     (-FI_EAGAIN). A frame that arrives after A3 fires an armed fd (the kick's own store-
+//     buffering pair, lib/progress/memif_kick.h; an interrupt enabled before A3). A frame that
+//     A3 delivered to this object needs no raise (C2 comes after it) and is seen at C3. Whoever
+//     drains a wake fd re-arms it before it polls, so a drain by one sleeper never leaves another
+//     sleeping on a disarmed port. Several sleepers on one port all wake on its fds.
+//
 // The predicate is the condition the waiter will test after waking (queue non-empty, counter at
 // its threshold, ...). Every change that can make it true is followed by notify().
 #pragma once
@@ -45,7 +56,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <span>
 
+#include "common/fd.h"
 #include "common/fence.h"
 #include "common/result.h"
 #include "wait/deadline.h"
@@ -54,23 +68,47 @@
 namespace dpfab::wait {
 
 /// Something that can make progress: a domain polling its ports under manual progress.
+///
+/// Sleeping on the source (DESIGN.md, "Sleeping on the port"). A source may have wake fds of its
+/// own (sleep_fds: a port's memif kick eventfd, rx-interrupt or queue fd, protocol timer fd). A
+/// consumer that sleeps on them as well as on its object's signal needs nobody to progress the
+/// port for it: it is woken by the port itself and runs the poll step on its own thread, one OS
+/// wakeup per message. Before such a consumer blocks, prepare_sleep() arms those fds (drains
+/// what fired, sets the kick flag, enables the interrupt) and polls once more; a frame that
+/// arrives after that poll fires an armed fd. A consumer that sleeps on its signal only (an
+/// application waiting on the FI_WAIT_MUTEX_COND pair) cannot see the fds: then the armed()
+/// hook has the wakeup thread watch the port for it (lib/progress/wakeup.h).
 class ProgressSource {
  public:
   virtual ~ProgressSource() = default;
   /// One poll step; returns how many events it produced.
   virtual size_t progress() noexcept = 0;
-  /// How long a blocked wait keeps running progress steps before it sleeps (the spin budget).
-  virtual int64_t spin_ns() const noexcept { return 0; }
+  /// How long a blocked wait keeps running progress steps before it sleeps (the spin budget). It
+  /// may change from one wait to the next (a budget that learns, see waited()).
+  virtual int64_t spin_ns() noexcept { return 0; }
+  /// A blocked wait ended after `waited_ns` (from its first look to its return): with an event
+  /// (`ready`) or not, having slept or not. The spin budget learns from it. Any thread.
+  virtual void waited(int64_t /*waited_ns*/, bool /*ready*/, bool /*slept*/) noexcept {}
   /// While a wait sleeps, how often it wakes to run a progress step; negative when events arrive
-  /// without the waiter's help (automatic progress, or the wakeup thread watching the port while a
-  /// consumer is armed, lib/progress/wakeup.h). Without either, the sleeper polls at this interval.
+  /// without the waiter's help (automatic progress, the port's own wake fds, or the wakeup thread
+  /// watching the port while a consumer is armed). Without either, the sleeper polls at this
+  /// interval.
   virtual int64_t poll_interval_ns() const noexcept { return -1; }
+  /// The fds a sleeper waits on besides its object's signal; empty when none. The same for the
+  /// life of the source (FI_GETWAIT hands them out in epoll sets and pollfd arrays).
+  virtual std::span<const int> sleep_fds() const noexcept { return {}; }
+  /// Arms sleep_fds() and runs the poll step once more (A1-A3, waitable.h). Any thread.
+  /// @return false when sleeping is not safe yet: the poll step could not run (another thread
+  ///         owned the port's receive side) or left frames behind. The caller polls again.
+  virtual bool prepare_sleep() noexcept { return true; }
+  /// What armed()/disarmed() must do for a consumer that sleeps on the fds (`on_fds`) or not:
+  /// an opaque kind, passed back to both hooks (0: nothing).
+  virtual uint8_t arm_kind(bool /*on_fds*/) const noexcept { return 0; }
   /// A consumer of this source armed (its armed flag went from false to true: fi_trywait, a
-  /// blocking wait): from now until the matching disarmed() it may sleep, and under manual
-  /// progress only the wakeup thread moves the port for it. Any thread; never blocks.
-  virtual void armed() noexcept {}
+  /// blocking wait), with the kind arm_kind() gave. Any thread; never blocks.
+  virtual void armed(uint8_t /*kind*/) noexcept {}
   /// The end of an armed period: a producer cleared the flag (and raised), or the consumer did.
-  virtual void disarmed() noexcept {}
+  virtual void disarmed(uint8_t /*kind*/) noexcept {}
   /// interrupt() ran on a waitable of this source (fi_cq_signal): a parked lcore may want to know.
   virtual void interrupted() noexcept {}
 };
@@ -134,10 +172,16 @@ class Waitable {
   // ---- consumer side ----
 
   /// The arm step of fi_trywait / worker arm for predicate `pred` (see the protocol above).
-  /// @return FI_SUCCESS when blocking on signal() is safe; -FI_EAGAIN when pred() holds.
+  /// `on_fds`: the caller's sleep includes the progress source's sleep_fds() (the FI_WAIT_FD epoll
+  /// set, a POLLFD array, the provider's own waits); then the port is armed and polled (A1-A3).
+  /// @return FI_SUCCESS when blocking is safe; -FI_EAGAIN when pred() holds or the port has work.
   template <typename Pred>
-  int try_arm(Pred&& pred) noexcept {
+  int try_arm(Pred&& pred, bool on_fds = false) noexcept {
     if (signal_) signal_->drain();  // C1
+    ProgressSource* src = progress_source();
+    if (on_fds && src && !src->prepare_sleep()) return -FI_EAGAIN;  // A1-A3
+    // The kind first: a producer that ends the armed period (exchange in notify) reads it.
+    arm_kind_.store(src ? src->arm_kind(on_fds) : 0, std::memory_order_relaxed);
     // C2: pairs with the fence in notify(). A seq_cst exchange is a seq_cst store that also
     // tells whether this starts an armed period (for the progress source's armed() hook).
     if (!armed_.exchange(true, std::memory_order_seq_cst)) armed_hook(true);
@@ -147,8 +191,8 @@ class Waitable {
     }
     return FI_SUCCESS;  // C4
   }
-  int try_arm() noexcept {
-    return try_arm([this] { return ready(); });
+  int try_arm(bool on_fds = false) noexcept {
+    return try_arm([this] { return ready(); }, on_fds);
   }
   /// Clears a stale arm (after a timeout). Harmless if a producer clears it concurrently: exactly
   /// one of them ends the armed period.
@@ -159,54 +203,68 @@ class Waitable {
   bool armed() const noexcept { return armed_.load(std::memory_order_relaxed); }
 
   /// Blocks until `pred()` holds, `d` passes, or interrupt() is called, running one progress step
-  /// per round (manual progress). Requires an own signal (not FI_WAIT_NONE / FI_WAIT_SET).
+  /// per round (manual progress). Requires an own signal (not FI_WAIT_NONE / FI_WAIT_SET). Spins
+  /// for the source's budget first; then sleeps on the signal and the source's wake fds.
   template <typename Pred>
   WaitStatus wait(Pred&& pred, const Deadline& d) noexcept {
-    const uint64_t seq = interrupts_.load(std::memory_order_acquire);
+    const int64_t t0 = Deadline::now_ns();
     ProgressSource* src = progress_source();
+    bool slept = false;
+    auto done = [&](WaitStatus s) {
+      if (src) src->waited(Deadline::now_ns() - t0, s == WaitStatus::kReady, slept);
+      return s;
+    };
+    const uint64_t seq = interrupts_.load(std::memory_order_acquire);
     // Spin phase: poll for the spin budget before paying for a sleep and a wakeup.
-    if (src && src->spin_ns() > 0) {
-      const Deadline spin_end = Deadline::after_ns(src->spin_ns());
+    if (const int64_t budget = src ? src->spin_ns() : 0; budget > 0) {
+      const Deadline spin_end = Deadline::after_ns(budget);
       while (!spin_end.expired() && !d.expired()) {
         src->progress();
-        if (pred()) return WaitStatus::kReady;
-        if (interrupts_.load(std::memory_order_acquire) != seq) return WaitStatus::kInterrupted;
+        if (pred()) return done(WaitStatus::kReady);
+        if (interrupts_.load(std::memory_order_acquire) != seq)
+          return done(WaitStatus::kInterrupted);
       }
     }
-    const int64_t slice = src ? src->poll_interval_ns() : -1;
+    const std::span<const int> fds = src ? src->sleep_fds() : std::span<const int>();
+    const bool on_fds = !fds.empty() && signal_->kind() != SignalKind::kYield;
+    const int64_t slice = src && !on_fds ? src->poll_interval_ns() : -1;
     for (;;) {
       progress_once();
-      if (pred()) return WaitStatus::kReady;
+      if (pred()) return done(WaitStatus::kReady);
       if (interrupts_.load(std::memory_order_acquire) != seq) {
         disarm();
-        return WaitStatus::kInterrupted;
+        return done(WaitStatus::kInterrupted);
       }
       if (d.expired()) {
         disarm();
-        return WaitStatus::kTimeout;
+        return done(WaitStatus::kTimeout);
       }
       // The generation is read before the re-check in try_arm: any raise after the check bumps
       // it, so the wait below cannot sleep through it (nor can another waiter's drain hide it).
       const uint32_t gen = signal_->generation();
-      if (try_arm(pred) != FI_SUCCESS) continue;
+      if (try_arm(pred, on_fds) != FI_SUCCESS) continue;
       if (interrupts_.load(std::memory_order_acquire) != seq) {
         disarm();
-        return WaitStatus::kInterrupted;
+        return done(WaitStatus::kInterrupted);
       }
-      // Under manual progress sleep in slices, polling the port between them.
+      // Under manual progress without wake fds or a watching thread, sleep in slices, polling
+      // the port between them.
       const bool sliced = slice >= 0 && (d.infinite() || d.remaining_ns() > slice);
-      Woke w = signal_->wait(sliced ? Deadline::after_ns(slice) : d, gen);
+      slept = true;
+      Woke w = on_fds ? signal_->wait_fds(d, gen, fds)
+                      : signal_->wait(sliced ? Deadline::after_ns(slice) : d, gen);
+      if (w == Woke::kSource) continue;  // the port woke us: the next round polls it
       if (sliced && w == Woke::kTimeout) {
         disarm();
         continue;
       }
       if (w == Woke::kInterrupted) {
         disarm();
-        return pred() ? WaitStatus::kReady : WaitStatus::kInterrupted;
+        return done(pred() ? WaitStatus::kReady : WaitStatus::kInterrupted);
       }
       if (w == Woke::kTimeout) {
         disarm();
-        return pred() ? WaitStatus::kReady : WaitStatus::kTimeout;
+        return done(pred() ? WaitStatus::kReady : WaitStatus::kTimeout);
       }
     }
   }
@@ -221,6 +279,15 @@ class Waitable {
   }
 
   Signal* signal() const noexcept { return signal_.get(); }
+
+  /// What FI_GETWAIT hands out for FI_WAIT_FD: without source fds the signal's eventfd; with
+  /// them an epoll fd (made once, owned here) over the eventfd and every sleep_fds() of the
+  /// progress source, readable when any of them is. -FI_ENODATA without an eventfd signal;
+  /// -FI_EMFILE when the epoll fd cannot be made. Control path.
+  int export_wait_fd() noexcept;
+  /// FI_WAIT_POLLFD: the fds to list (the signal's eventfd first, then the source's), at most
+  /// `max` written to `out`. @return how many there are (may exceed `max`).
+  size_t export_poll_fds(int* out, size_t max) noexcept;
 
   /// The progress step run by wait() and by sets that contain this waitable (manual progress).
   void set_progress(ProgressSource* p) noexcept { progress_.store(p, std::memory_order_release); }
@@ -248,17 +315,27 @@ class Waitable {
  private:
   void notify_subscribers() noexcept;
   void armed_hook(bool armed) noexcept {
-    if (ProgressSource* p = progress_source()) armed ? p->armed() : p->disarmed();
+    if (ProgressSource* p = progress_source()) {
+      const uint8_t kind = arm_kind_.load(std::memory_order_relaxed);
+      armed ? p->armed(kind) : p->disarmed(kind);
+    }
   }
 
   // Written by consumers (try_arm) and producers (notify): on its own cache line.
   alignas(64) std::atomic<bool> armed_{false};
+  // The source's arm_kind() of the consumer that armed last (written before armed_ is set; a
+  // producer reads it after the exchange that ends the period). Two consumers arming one object
+  // at once with different kinds may pair a hook with the other's kind: harmless for the kinds
+  // in use (a wakeup-thread watch held a little longer or shorter).
+  std::atomic<uint8_t> arm_kind_{0};
   std::atomic<uint64_t> interrupts_{0};
   alignas(64) std::unique_ptr<Signal> signal_;
   std::atomic<ProgressSource*> progress_{nullptr};
   std::atomic<int> nsubs_{0};
   std::atomic<int> in_notify_{0};  // producers inside notify_subscribers (unsubscribe waits)
   std::atomic<Subscription*> subs_[kMaxSubscriptions] = {};
+  std::mutex export_mutex_;  // export_wait_fd: made once
+  UniqueFd epoll_fd_;
 };
 
 }  // namespace dpfab::wait

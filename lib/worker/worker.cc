@@ -119,9 +119,9 @@ void Worker::signal() noexcept {
 }
 
 std::optional<Wake> Worker::arm_or_wake() noexcept {
-  if (take_signal()) return Wake::kSignal;                 // C0
-  if (set_->try_arm() != FI_SUCCESS) return Wake::kEvent;  // C1: progress, drain, arm, check
-  if (take_signal()) {                                     // C2: a raise C1's drain erased
+  if (take_signal()) return Wake::kSignal;                     // C0
+  if (set_->try_arm(true) != FI_SUCCESS) return Wake::kEvent;  // C1: progress, drain, arm, check
+  if (take_signal()) {                                         // C2: a raise C1's drain erased
     set_->disarm();
     return Wake::kSignal;
   }

@@ -73,7 +73,9 @@ TEST(Config, DefaultsApplyWithoutFileOrEnvironment) {
   EXPECT_EQ(cfg->mbufs, 4095u);
   EXPECT_EQ(cfg->rx_depth, 512);
   EXPECT_EQ(cfg->tx_depth, 512);
-  EXPECT_EQ(cfg->spin_us, 100);
+  EXPECT_TRUE(cfg->spin_auto);
+  EXPECT_EQ(cfg->spin_max_us, 100);
+  EXPECT_TRUE(cfg->lcore_spin_auto);
   for (const auto& v : cfg->values) EXPECT_EQ(v.source, Source::kDefault) << v.key;
 }
 
@@ -84,7 +86,7 @@ TEST(Config, EveryKeyIsListedOnceWithHelp) {
     EXPECT_GT(std::string(k.help).size(), 10u) << k.name;
   }
   for (const char* required : {"config", "eal_args", "ports", "ipv4", "lcores", "mbufs", "rx_depth",
-                               "tx_depth", "spin_us"})
+                               "tx_depth", "spin_us", "spin_max_us", "lcore_spin_us"})
     EXPECT_TRUE(names.count(required)) << required;
 }
 
@@ -120,12 +122,26 @@ TEST(Config, FileOverridesDefaultAndEnvironmentOverridesFile) {
 }
 
 TEST(Config, DefaultFileIsReadWhenPresent) {
-  TempFile f("[dpdk]\nspin_us = -1\n");
+  TempFile f("[dpdk]\nlcore_spin_us = -1\nspin_us = 20\n");
   Env env;
   auto cfg = dpfab::config::load(env.lookup(), f.path());
   ASSERT_TRUE(cfg) << cfg.error().message;
   EXPECT_EQ(cfg->file, f.path());
-  EXPECT_EQ(cfg->spin_us, -1);
+  EXPECT_FALSE(cfg->lcore_spin_auto);
+  EXPECT_EQ(cfg->lcore_spin_us, -1);
+  EXPECT_FALSE(cfg->spin_auto);
+  EXPECT_EQ(cfg->spin_us, 20);
+}
+
+// A consumer's budget cannot be negative: a manual-progress sread would spin for ever.
+TEST(Config, ConsumerSpinBudgetIsAutoOrNotNegative) {
+  auto bad = load_text("[dpdk]\nspin_us = -1\n");
+  ASSERT_FALSE(bad);
+  EXPECT_THAT(bad.error().message, HasSubstr("key 'spin_us'"));
+  auto good = load_text("[dpdk]\nspin_us = auto\nlcore_spin_us = 50\n");
+  ASSERT_TRUE(good) << good.error().message;
+  EXPECT_TRUE(good->spin_auto);
+  EXPECT_EQ(good->lcore_spin_us, 50);
 }
 
 TEST(Config, CommentsBlankLinesAndCaseOfKeys) {

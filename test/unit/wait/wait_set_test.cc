@@ -278,8 +278,8 @@ namespace {
 class ArmCounting final : public ProgressSource {
  public:
   size_t progress() noexcept override { return 0; }
-  void armed() noexcept override { ++armed_n; }
-  void disarmed() noexcept override { ++disarmed_n; }
+  void armed(uint8_t) noexcept override { ++armed_n; }
+  void disarmed(uint8_t) noexcept override { ++disarmed_n; }
   int armed_n = 0, disarmed_n = 0;
 };
 }  // namespace

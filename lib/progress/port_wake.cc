@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "progress/port_wake.h"
+
+#include <fcntl.h>
+#include <rte_ethdev.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "common/log.h"
+
+namespace dpfab::progress {
+
+void PortWake::init(uint16_t port_id, port::RxInterrupt intr) noexcept {
+  port_id_ = port_id;
+  intr_ = intr;
+  timer_.reset(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+  if (intr != port::RxInterrupt::kNone) {
+    int fd = rte_eth_dev_rx_intr_ctl_q_get_fd(port_id, 0);
+    if (fd >= 0) {
+      // The interrupt eventfd (virtio-user, VFIO) is read by sleepers only when it may have
+      // fired; a read must never block them. net_tap's queue fd is the tap itself: read by the
+      // PMD only, never here.
+      if (intr == port::RxInterrupt::kEnable) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+      intr_fd_ = fd;
+      fds_[nfds_++] = fd;
+    } else {
+      DPFAB_INFO(FI_LOG_CORE, "port %u: no queue fd to sleep on (polled while idle)", port_id);
+    }
+  }
+  // The timer fd only where sleepers rely on the port's own fds: on a port they do not cover the
+  // wakeup thread watches the port and runs its timers.
+  if (intr_fd_ >= 0 && timer_.valid()) fds_[nfds_++] = timer_.get();
+}
+
+void PortWake::attach_kick(KickChannel* k) noexcept {
+  if (!k || kick_ || nfds_ >= kMaxFds) return;
+  kick_ = k;
+  fds_[nfds_++] = k->wake_fd();
+  if (intr_fd_ < 0 && timer_.valid() && nfds_ < kMaxFds) fds_[nfds_++] = timer_.get();
+}
+
+void PortWake::arm() noexcept {
+  stats_.arms.fetch_add(1, std::memory_order_relaxed);
+  if (kick_ && kick_in_use()) {
+    // A1 before A2: the peer clears our flag when it kicks, so a clear flag means its eventfd
+    // may be readable. Drain it first, then set the flag: a kick after the drain stays readable.
+    if (!kick_->flag_set()) {
+      kick_->drain();
+      stats_.kick_wakes.fetch_add(1, std::memory_order_relaxed);
+    }
+    kick_->arm();  // seq_cst RMW: ordered before the poll that follows (memif_kick.h K1/K2)
+  }
+  if (intr_ == port::RxInterrupt::kEnable && intr_fd_ >= 0) {
+    uint64_t v;
+    [[maybe_unused]] ssize_t n = ::read(intr_fd_, &v, sizeof(v));  // EAGAIN when it did not fire
+    // Virtio-style interrupts fire once per enable (event index): enable before every sleep.
+    std::lock_guard lock(intr_mutex_);
+    if (rte_eth_dev_rx_intr_enable(port_id_, 0) == 0)
+      stats_.intr_enables.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void PortWake::arm_timer(uint64_t due_ns) noexcept {
+  if (!timer_.valid()) return;
+  // Steady state (no protocol timer, none set): no lock, no syscall.
+  if (due_ns == timer_set_hint_.load(std::memory_order_relaxed) && due_ns == UINT64_MAX) return;
+  std::lock_guard lock(timer_mutex_);
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  const uint64_t now = static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  uint64_t at = due_ns;
+  if (due_ns == timer_set_ns_) {
+    // Set already and not yet due: nothing to do. Due and unchanged although a poll step ran
+    // (the protocol did not move it): look again in 1 ms rather than wake at once, for ever.
+    if (due_ns == UINT64_MAX || now < timer_at_ns_) return;
+    at = now + 1'000'000;
+  }
+  uint64_t expiries;
+  [[maybe_unused]] ssize_t n = ::read(timer_.get(), &expiries, sizeof(expiries));
+  itimerspec its{};
+  if (at != UINT64_MAX) {
+    if (at == 0) at = 1;  // 0 would disarm: "due now" is 1 ns
+    its.it_value.tv_sec = static_cast<time_t>(at / 1'000'000'000);
+    its.it_value.tv_nsec = static_cast<long>(at % 1'000'000'000);
+  }
+  timerfd_settime(timer_.get(), TFD_TIMER_ABSTIME, &its, nullptr);
+  timer_set_ns_ = due_ns;
+  timer_at_ns_ = at;
+  timer_set_hint_.store(due_ns, std::memory_order_relaxed);
+  stats_.timer_arms.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool PortWake::enable_interrupt() noexcept {
+  if (intr_ != port::RxInterrupt::kEnable) return false;
+  std::lock_guard lock(intr_mutex_);
+  return rte_eth_dev_rx_intr_enable(port_id_, 0) == 0;
+}
+
+void PortWake::disable_interrupt() noexcept {
+  if (intr_ != port::RxInterrupt::kEnable) return;
+  std::lock_guard lock(intr_mutex_);
+  rte_eth_dev_rx_intr_disable(port_id_, 0);
+}
+
+}  // namespace dpfab::progress
