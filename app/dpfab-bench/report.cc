@@ -133,12 +133,16 @@ void print_comparison(FILE* out, const json& records) {
         if (auto it = at.find({"dpdk/dgram", prefix + std::string(m)}); it != at.end())
           dpdk.push_back(it->second);
     if (dpdk.empty() || others.empty()) continue;
-    for (const char* field : {"lat_p50_us", "cpu_us_per_msg"}) {
+    for (const char* field : {"lat_p50_us", "cpu_us_per_msg", "os_wakeups_per_msg"}) {
+      const std::string f = field;
       std::fprintf(out,
                    "\n== dpdk/dgram vs stock, %s %llu B, %s: dpdk value and dpdk/other "
                    "ratio, same mode [other's spin]\n",
                    w.c_str(), static_cast<unsigned long long>(size),
-                   std::string(field) == "lat_p50_us" ? "p50 latency us" : "CPU us per message");
+                   f == "lat_p50_us"       ? "p50 latency us"
+                   : f == "cpu_us_per_msg" ? "CPU us per message"
+                                           : "OS wakeups per message (voluntary context switches "
+                                             "of both processes)");
       std::fprintf(out, "%-12s %9s", "mode", "dpdk");
       for (const auto& g : others) std::fprintf(out, "  %-19s", g.c_str());
       std::fprintf(out, "\n");

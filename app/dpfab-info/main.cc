@@ -214,9 +214,10 @@ int main(int argc, char** argv) {
     std::printf("    rx interrupt  %s\n", port::rx_interrupt_name(i.rx_interrupt));
     if (i.rx_interrupt == port::RxInterrupt::kNone && !i.memif_link.empty())
       std::printf(
-          "    idle wakeup   kicked by the peer when it is dpfab (memif kick, "
-          "@dpfab-kick:%s); else polled by the wakeup thread every 20-%lld us while its "
-          "consumers sleep or its lcore is parked (FI_DPDK_IDLE_POLL_US)\n",
+          "    idle wakeup   sleepers sleep on the port: kicked by the peer when it is dpfab "
+          "(memif kick, @dpfab-kick:%s), one OS wakeup per message; else polled by the wakeup "
+          "thread every 20-%lld us while its consumers sleep or its lcore is parked "
+          "(FI_DPDK_IDLE_POLL_US)\n",
           i.memif_link.c_str(), static_cast<long long>(cfg->idle_poll_us));
     else if (i.rx_interrupt == port::RxInterrupt::kNone)
       std::printf(
@@ -224,9 +225,11 @@ int main(int argc, char** argv) {
           "consumers sleep or its lcore is parked (FI_DPDK_IDLE_POLL_US)\n",
           static_cast<long long>(cfg->idle_poll_us));
     else
-      std::printf("    idle wakeup   the wakeup thread sleeps on the %s: no CPU while idle\n",
-                  i.rx_interrupt == port::RxInterrupt::kEnable ? "rx interrupt"
-                                                               : "queue fd (level-triggered)");
+      std::printf(
+          "    idle wakeup   sleepers sleep on the port's %s (in the FI_GETWAIT fd): one OS "
+          "wakeup per message, no CPU while idle\n",
+          i.rx_interrupt == port::RxInterrupt::kEnable ? "rx interrupt fd"
+                                                       : "queue fd (level-triggered)");
     std::printf("    checksum offload  rx %s, tx %s\n",
                 (i.rx_offloads & (RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM))
                     ? "yes"

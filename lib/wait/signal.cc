@@ -142,13 +142,11 @@ Woke Signal::wait_fds(const Deadline& d, uint32_t seen, std::span<const int> fds
       uint64_t v;
       [[maybe_unused]] ssize_t rd = ::read(own, &v, sizeof(v));
     }
-    bool source = false;
-    for (size_t i = 0; i + (slot ? 1 : 0) < n; ++i) source |= pf[i].revents != 0;
     if (gen_.load(std::memory_order_acquire) != seen)
       result = Woke::kRaised;
-    else if (source)
-      result = Woke::kSource;
-    else if (err == EINTR)
+    else if (r > 0)
+      result = Woke::kSource;  // a port fd (or a stale write to our own fd): look again
+    else if (r < 0 && err == EINTR)
       result = Woke::kInterrupted;
     else if (r == 0 && !d.expired())
       result = Woke::kSource;  // a 1 ms slice ended: let the caller look again

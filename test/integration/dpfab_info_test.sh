@@ -18,19 +18,19 @@ cat "$out"
 check "default run exits 0 (rc=$rc)" test "$rc" -eq 0
 for s in "arguments: dpfab --no-huge --no-shconf --no-pci" "main (application thread)" \
          "port 0: net_memif0" "driver        net_memif" "rx interrupt" "FI_DPDK_PORTS" \
-         "idle wakeup   kicked by the peer when it is dpfab (memif kick" \
+         "idle wakeup   sleepers sleep on the port: kicked by the peer when it is dpfab (memif kick" \
          "else polled by the wakeup thread every 20-1000 us" "FI_DPDK_IDLE_POLL_US"; do
   check "prints '$s'" grep -q -- "$s" "$out"
 done
 peak=$(sed -n 's/^resident memory .* \([0-9]*\) KiB peak$/\1/p' "$out")
 check "peak resident memory ${peak:-?} KiB <= 65536 KiB (64 MiB)" test "${peak:-999999}" -le 65536
 
-FI_DPDK_PORTS="net_ring0;net_null0" FI_DPDK_IPV4="10.9.0.1/24" FI_DPDK_SPIN_US=-1 \
+FI_DPDK_PORTS="net_ring0;net_null0" FI_DPDK_IPV4="10.9.0.1/24" FI_DPDK_LCORE_SPIN_US=-1 \
   timeout 60 "$info" >"$out" 2>"$err"; rc=$?
 check "two vdev ports exit 0 (rc=$rc)" test "$rc" -eq 0
 check "lists net_ring0 with its address" grep -q "10.9.0.1/24" "$out"
 check "lists net_null0 with an automatic address" grep -q "(auto)" "$out"
-check "says where a value came from" grep -q "FI_DPDK_SPIN_US *= -1 .*\[environment: FI_DPDK_SPIN_US\]" "$out"
+check "says where a value came from" grep -q "FI_DPDK_LCORE_SPIN_US *= -1 .*\[environment: FI_DPDK_LCORE_SPIN_US\]" "$out"
 
 bad=$(mktemp --suffix=.conf)
 printf '[dpdk]\n\nspin_us = soon\n' >"$bad"
