@@ -237,18 +237,26 @@ long PortEngine::poll_step(uint16_t* received) noexcept {
 bool PortEngine::prepare_sleep() noexcept {
   wake_.arm();  // A1-A2
   // A3: until the queue is empty. A full burst may have left frames whose kick or interrupt
-  // fired before A2 (and was drained): they must not wait for the next one.
+  // fired before A2 (and was drained): they must not wait for the next one. When another thread
+  // owns the receive side, wait it out and poll ourselves: a frame that came after its burst may
+  // be the one whose kick A1 drained, and that thread may not poll again
+  // (test/model/sleep_on_port.pml, variant A3_GIVES_UP). A poll step is short and bounded.
   constexpr int kMaxBursts = 64;
   bool empty = false;
-  for (int i = 0; i < kMaxBursts && !empty; ++i) {
+  for (int i = 0; i < kMaxBursts && !empty;) {
     uint16_t received = 0;
     if (poll_step(&received) < 0) {
       wake_.stats().not_safe.fetch_add(1, std::memory_order_relaxed);
-      return false;
+      while (rx_busy_.load(std::memory_order_acquire)) rx_wait();
+      continue;
     }
     empty = received < kBurst;
+    ++i;
   }
-  if (!empty) return false;
+  if (!empty) {
+    wake_.rekick();  // frames left behind: sleepers must look again, as must we
+    return false;
+  }
   if (int qfd = wake_.queue_fd(); qfd >= 0) {
     // net_tap reads only after its SIGIO handler bumped a trigger; the frame may be readable on
     // the fd before that handler ran (on some other thread). Run it here and read once more,
@@ -258,7 +266,10 @@ bool PortEngine::prepare_sleep() noexcept {
       wake_.stats().sigio_runs.fetch_add(1, std::memory_order_relaxed);
       pthread_kill(pthread_self(), SIGIO);
       uint16_t received = 0;
-      if (poll_step(&received) < 0 || received == kBurst) return false;
+      if (poll_step(&received) < 0 || received == kBurst) {
+        wake_.rekick();
+        return false;
+      }
     }
   }
   wake_.arm_timer(timer_due_ns());

@@ -90,6 +90,16 @@ void PortWake::arm_timer(uint64_t due_ns) noexcept {
   stats_.timer_arms.fetch_add(1, std::memory_order_relaxed);
 }
 
+void PortWake::rekick() noexcept {
+  if (kick_ && kick_in_use()) {
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(kick_->wake_fd(), &one, sizeof(one));
+  } else if (intr_ == port::RxInterrupt::kEnable && intr_fd_ >= 0) {
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(intr_fd_, &one, sizeof(one));
+  }
+}
+
 bool PortWake::enable_interrupt() noexcept {
   if (intr_ != port::RxInterrupt::kEnable) return false;
   std::lock_guard lock(intr_mutex_);

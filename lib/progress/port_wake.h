@@ -85,6 +85,9 @@ class PortWake {
   /// Sets the timer fd to `due_ns` (CLOCK_MONOTONIC; UINT64_MAX: none) when it differs from what
   /// it holds, after draining an expiry. Any thread; call after A3 (the poll may move it).
   void arm_timer(uint64_t due_ns) noexcept;
+  /// Makes the kick fd readable again (a sleeper that drained it could not finish its poll: the
+  /// others must not sleep through the frames it left). Any thread.
+  void rekick() noexcept;
   /// Disables the rx interrupt (the wakeup thread, when it stops watching for a parked lcore).
   void disable_interrupt() noexcept;
   /// Enables it (the wakeup thread, for a parked lcore). @return whether it is enabled.

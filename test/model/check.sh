@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 #
-# Model-check the arm/trywait/signal wakeup protocol (arm_trywait.pml) with
+# Model-check the arm/trywait/signal wakeup protocol (arm_trywait.pml) and sleeping on the port
+# (sleep_on_port.pml) with
 # spin: the correct protocol (and its harmless variations) must verify with
 # an exhaustive search and no errors; every broken variant must produce a
 # counterexample of the lost-wakeup kind (an invalid end state: the consumer
@@ -18,7 +19,6 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-model="$here/arm_trywait.pml"
 SPIN=${SPIN:-spin}
 CC=${CC:-gcc}
 
@@ -40,7 +40,7 @@ if ((jobs_max < 1)); then jobs_max=1; fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/dpfab-model.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
-# name | spin -D flags | expectation (verify / counterexample)
+# name | spin -D flags | expectation (verify / counterexample) | model file (arm_trywait.pml)
 variants=(
 	"correct||verify"
 	"PRODUCER_FAST_PATH|-DPRODUCER_FAST_PATH|verify"
@@ -51,6 +51,13 @@ variants=(
 	"NO_FENCE|-DNO_FENCE|counterexample"
 	"NO_DRAIN_BEFORE_CHECK|-DNO_DRAIN_BEFORE_CHECK|counterexample"
 	"two-consumers+NO_DRAIN_BEFORE_CHECK|-DNCONS=2 -DNO_DRAIN_BEFORE_CHECK|counterexample"
+	# Sleeping on the port (sleep_on_port.pml): the kick's arming and draining, two sleepers.
+	"port:correct||verify|sleep_on_port.pml"
+	"port:ARM_AFTER_POLL|-DARM_AFTER_POLL|counterexample|sleep_on_port.pml"
+	"port:DRAIN_AFTER_ARM|-DDRAIN_AFTER_ARM|counterexample|sleep_on_port.pml"
+	"port:A3_GIVES_UP|-DA3_GIVES_UP|counterexample|sleep_on_port.pml"
+	"port:BUSY_IS_SAFE|-DBUSY_IS_SAFE|counterexample|sleep_on_port.pml"
+	"port:NO_REARM|-DNO_REARM|counterexample|sleep_on_port.pml"
 )
 
 # Notes on the pan flags:
@@ -67,16 +74,17 @@ pan_args=(-m20000 -w22 -c1)
 
 # run_variant IDX: writes $tmp/IDX.line (one result line) and $tmp/IDX.rc
 run_variant() {
-	local idx=$1 name defs expect dir out line rc=0
-	IFS='|' read -r name defs expect <<<"${variants[$idx]}"
+	local idx=$1 name defs expect file dir out line rc=0
+	IFS='|' read -r name defs expect file <<<"${variants[$idx]}"
+	file=${file:-arm_trywait.pml}
 	dir="$tmp/$idx"
 	mkdir -p "$dir"
-	cp "$model" "$dir/arm_trywait.pml"
+	cp "$here/$file" "$dir/$file"
 	out="$dir/pan.out"
 	local -a d=()
 	if [[ -n $defs ]]; then read -r -a d <<<"$defs"; fi
 
-	if ! (cd "$dir" && "$SPIN" "${d[@]}" -a arm_trywait.pml >spin.log 2>&1); then
+	if ! (cd "$dir" && "$SPIN" "${d[@]}" -a "$file" >spin.log 2>&1); then
 		line="model FAIL: $name: spin -a failed:"$'\n'"$(cat "$dir/spin.log")"
 		rc=1
 	elif ! (cd "$dir" && "$CC" "${pan_cflags[@]}" -o pan pan.c >cc.log 2>&1); then
@@ -94,9 +102,9 @@ run_variant() {
 		elif [[ $expect == verify ]]; then
 			if [[ $errors != 0 ]]; then
 				line="model FAIL: $name: expected to verify, pan found $errors error(s):"$'\n'"$(cat "$out")"
-				if [[ -f $dir/arm_trywait.pml.trail ]]; then
+				if [[ -f $dir/$file.trail ]]; then
 					line+=$'\n'"counterexample (spin -t -p, last 80 lines):"
-					line+=$'\n'"$(cd "$dir" && "$SPIN" "${d[@]}" -t -p arm_trywait.pml 2>&1 | tail -n 80)"
+					line+=$'\n'"$(cd "$dir" && "$SPIN" "${d[@]}" -t -p "$file" 2>&1 | tail -n 80)"
 				fi
 				rc=1
 			elif grep -q -e 'max search depth too small' -e 'out of memory' \
@@ -119,7 +127,7 @@ run_variant() {
 			else
 				line="model ok: $name counterexample found (lost wakeup: invalid end state at depth $depth, $states states)"
 				if [[ ${MODEL_TRAIL:-0} == 1 ]]; then
-					line+=$'\n'"$(cd "$dir" && "$SPIN" "${d[@]}" -t -p -g arm_trywait.pml 2>&1)"
+					line+=$'\n'"$(cd "$dir" && "$SPIN" "${d[@]}" -t -p -g "$file" 2>&1)"
 				fi
 			fi
 		fi

@@ -9,8 +9,8 @@
 // PortEngine::transmit does with KickChannel::kick. Its ProgressSource is what PortConsumer is
 // for a real port: sleep_fds() = {kick eventfd}; prepare_sleep() = drain the eventfd when the flag
 // was cleared, set the flag (seq_cst), poll until the queue is empty (the receive side is a
-// try-lock: taken means not safe); progress() = one poll step that routes frame i to queue
-// i % kQueues and notifies it.
+// try-lock: a taken one is waited out, then polled by us); progress() = one poll step that routes
+// frame i to queue i % kQueues and notifies it.
 //
 // Consumers: sread-like threads (Waitable::wait: spin budget 0, then wait_fds), two of them on
 // the same queue; an FD consumer (FI_GETWAIT epoll fd + try_arm(on_fds) + epoll_wait, what an
@@ -105,10 +105,14 @@ class FakePort final : public ProgressSource {
       [[maybe_unused]] ssize_t n = ::read(kick_.get(), &v, sizeof(v));
     }
     flag_.exchange(1, std::memory_order_seq_cst);  // A2
-    for (int i = 0; i < 64; ++i) {                 // A3
+    for (int i = 0; i < 64;) {  // A3: wait out another owner of rx, then poll ourselves
       uint64_t received = 0;
-      if (poll_step(&received) < 0) return false;
+      if (poll_step(&received) < 0) {
+        while (rx_.load(std::memory_order_acquire)) std::this_thread::yield();
+        continue;
+      }
       if (received < kBurst) return true;
+      ++i;
     }
     return false;
   }
