@@ -82,10 +82,12 @@ class DgramEndpoint final : public Receiver {
 
   // ---- data path (application threads) ----
   /// fi_recv/recvv/recvmsg. -FI_EAGAIN when rx_size receives are posted already; -FI_EINVAL for
-  /// more than kMaxIov entries.
+  /// more than kMaxIov entries, a NULL `iov` with a count, or an entry with a length and a NULL
+  /// buffer.
   ssize_t post_recv(const iovec* iov, size_t count, void* context, uint64_t flags) noexcept;
   /// fi_send/sendv/sendmsg/inject/senddata: `complete` false for inject (and for selective
-  /// completion without FI_COMPLETION). -FI_EMSGSIZE beyond max_msg (inject_size for inject),
+  /// completion without FI_COMPLETION). -FI_EINVAL for an iov array post_recv would refuse;
+  /// -FI_EMSGSIZE beyond max_msg (inject_size for inject),
   /// -FI_EAGAIN when the CQ has no room (RM) or the port did not take the frame, -FI_ENOMEM
   /// when no mbuf is free.
   ssize_t send(const iovec* iov, size_t count, const Destination& dst, void* context,
