@@ -5,6 +5,7 @@
 #include <rte_byteorder.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include <rte_mempool.h>
 #include <rte_pause.h>
 #include <sched.h>
 
@@ -44,6 +45,9 @@ PortEngine::PortEngine(port::Port* p)
       tx_caps_(),  // ports are configured without TX offloads: checksums in software
       demux_(new std::atomic<proto::Receiver*>[65536]) {
   for (size_t i = 0; i < 65536; ++i) demux_[i].store(nullptr, std::memory_order_relaxed);
+  // Receivers' backlogs may hold at most half the pool; the other half is left to the PMD's
+  // receive ring and to transmit (fi_dpdk(7), FI_DPDK_MBUFS).
+  set_held_limit(p->mempool()->size / 2);
 }
 
 Result<PortEngine*> PortEngine::of(port::Port* p) {

@@ -206,6 +206,12 @@ bool DgramEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
         .fetch_add(1, std::memory_order_relaxed);
     return false;
   }
+  // The port's receivers already hold their share of the pool: holding more would starve
+  // transmit (every send needs an mbuf). Dropped and counted, as a full backlog is.
+  if (!link_->try_hold_mbufs(m->nb_segs)) {
+    bump(stats_.rx_held_limit);
+    return false;
+  }
   Held& h = backlog_[backlog_tail_++ % kBacklog];
   h.frame = f;
   h.mbuf = m;
@@ -219,6 +225,7 @@ size_t DgramEndpoint::drain_backlog() noexcept {
   while (has_backlog() && (!rx_cq_ || rx_cq_->would_fit(1)) && next_recv(&d)) {
     Held& h = backlog_[backlog_head_++ % kBacklog];
     complete_rx(d, h.frame, h.mbuf);
+    link_->release_held_mbufs(h.mbuf->nb_segs);
     rte_pktmbuf_free(h.mbuf);
     ++done;
   }
@@ -226,7 +233,11 @@ size_t DgramEndpoint::drain_backlog() noexcept {
 }
 
 void DgramEndpoint::clear_backlog_locked() noexcept {
-  while (has_backlog()) rte_pktmbuf_free(backlog_[backlog_head_++ % kBacklog].mbuf);
+  while (has_backlog()) {
+    rte_mbuf* m = backlog_[backlog_head_++ % kBacklog].mbuf;
+    link_->release_held_mbufs(m->nb_segs);
+    rte_pktmbuf_free(m);
+  }
 }
 
 void DgramEndpoint::complete_rx(const RecvDesc& d, const wire::Frame& f,

@@ -8,6 +8,12 @@
 // multi-producer rte_ring (no lock the owner could wait on); fi_cancel takes the port's receive
 // side itself (Link::progress's lock, through with_rx_owner) to search them.
 //
+// Held datagrams. A frame that finds no receive posted (or no CQ room) is kept in its mbuf, in a
+// backlog of kBacklog frames per endpoint, until a receive comes. Those mbufs come from the pool
+// that transmit allocates from, so the port's endpoints together hold at most half of it
+// (Link::try_hold_mbufs); beyond that a frame is dropped and counted (rx_held_limit), as DGRAM is
+// unreliable: no copy, no allocation on the receive path, and sends always find mbufs.
+//
 // Resource management (FI_RM_ENABLED, the default): a send that could not complete into a full
 // CQ is refused with -FI_EAGAIN before anything is sent; a received frame whose completion would
 // not fit is dropped and counted (DGRAM is unreliable), leaving the posted receive in place.
@@ -56,6 +62,9 @@ struct DgramStats {
   std::atomic<uint64_t> tx_frames{0}, rx_frames{0};
   std::atomic<uint64_t> rx_no_buffer{0};  ///< no receive posted and the backlog full: dropped
   std::atomic<uint64_t> rx_held{0};       ///< held back until a receive was posted
+  /// no receive posted and the port's receivers hold their share of the mbufs (half the pool,
+  /// proto::Link::held_limit): dropped, so that transmit always finds mbufs
+  std::atomic<uint64_t> rx_held_limit{0};
   std::atomic<uint64_t> rx_cq_full{0};    ///< no CQ room and the backlog full: dropped
   std::atomic<uint64_t> rx_truncated{0};  ///< FI_ETRUNC completions
 };
