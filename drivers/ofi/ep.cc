@@ -467,8 +467,16 @@ ssize_t msg_recvv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t,
   return do_recv(ep, iov, count, context, ep_of(ep)->rx_op_flags);
 }
 
+// The fi_msg(3) flags fi_sendmsg and fi_recvmsg take here; any other bit is -FI_EINVAL: bits
+// libfabric does not define, flags of the other direction, and those this endpoint does not offer
+// (FI_FENCE: no FI_FENCE capability; FI_DELIVERY_COMPLETE: "applies only to reliable endpoints",
+// fi_cq(3); FI_MULTI_RECV, FI_CLAIM, FI_DISCARD: neither multi-receive nor buffered receives).
+constexpr uint64_t kSendmsgFlags = FI_COMPLETION | FI_MORE | FI_REMOTE_CQ_DATA | FI_INJECT |
+                                   FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_MULTICAST;
+constexpr uint64_t kRecvmsgFlags = FI_COMPLETION | FI_MORE | FI_TRANSMIT_COMPLETE;
+
 ssize_t msg_recvmsg(fid_ep* ep, const fi_msg* msg, uint64_t flags) noexcept {
-  if (!msg) return -FI_EINVAL;
+  if (!msg || (flags & ~kRecvmsgFlags)) return -FI_EINVAL;
   return do_recv(ep, msg->msg_iov, msg->iov_count, msg->context, flags);
 }
 
@@ -484,7 +492,7 @@ ssize_t msg_sendv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t 
 }
 
 ssize_t msg_sendmsg(fid_ep* ep, const fi_msg* msg, uint64_t flags) noexcept {
-  if (!msg) return -FI_EINVAL;
+  if (!msg || (flags & ~kSendmsgFlags)) return -FI_EINVAL;
   // FI_INJECT: the buffer is free on return -- always true here (the payload is copied); the
   // completion is still written as the flags ask.
   return do_send(ep, msg->msg_iov, msg->iov_count, msg->addr, msg->context, flags,

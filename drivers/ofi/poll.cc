@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 //
 // Poll sets (fid_poll): fi_poll_add/del of CQs, EQs and counters, fi_poll. A CQ or EQ is reported
-// while it is not empty; a counter when its value or error value changed since the last fi_poll,
-// fi_cntr_set or fi_cntr_add. False positives are possible, misses are not, and the cost follows
-// the number of members with events (lib/wait/aggregator.h).
+// while it is not empty; a counter when its value or error value changed since the last fi_poll
+// reported it, by a completion or by fi_cntr_add/set/adderr/seterr. False positives are possible,
+// misses are not, and the cost follows the number of members with events (lib/wait/aggregator.h).
 #include "dpdk.h"
 #include "wait/wait_set.h"
 

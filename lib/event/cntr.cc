@@ -24,36 +24,40 @@ uint64_t Cntr::readerr() noexcept {
   return e;
 }
 
+// The application's changes (fi_cntr_add/set/adderr/seterr) bump app_changes_ after the value
+// moved and before notify(): a scan that sees the new generation reports the counter, and one that
+// took its snapshot before the bump sees the generation differ next time. Each call counts, even
+// one that leaves the value where fi_poll last saw it (set and set back): a false positive at
+// worst, which fi_poll(3) allows.
+void Cntr::app_changed() noexcept {
+  // seq_cst: read by poll_pending() in the aggregator's re-check, after its seq_cst fence.
+  app_changes_.fetch_add(1, std::memory_order_seq_cst);
+  notify();  // a waiter's threshold may now be reached; poll sets queue the counter
+}
+
 int Cntr::app_add(uint64_t n) noexcept {
-  // The error value is sampled before the value changes, so an error added by a producer after
-  // this call can only make the snapshot older (a false positive for fi_poll), never hide.
-  uint64_t e = err_.load(std::memory_order_acquire);
-  uint64_t v = value_.fetch_add(n, std::memory_order_acq_rel) + n;
-  poll_value_.store(v, std::memory_order_relaxed);
-  poll_err_.store(e, std::memory_order_relaxed);
-  notify();  // a waiter's threshold may now be reached
+  value_.fetch_add(n, std::memory_order_acq_rel);
+  app_changed();
   return FI_SUCCESS;
 }
 
 int Cntr::set(uint64_t v) noexcept {
-  uint64_t e = err_.load(std::memory_order_acquire);  // before the value changes, as in app_add
   // Release, as a producer's add: the application may publish data with its set.
   value_.store(v, std::memory_order_release);
-  poll_value_.store(v, std::memory_order_relaxed);
-  poll_err_.store(e, std::memory_order_relaxed);
-  notify();
+  app_changed();
   return FI_SUCCESS;
 }
 
 int Cntr::app_adderr(uint64_t n) noexcept {
   err_.fetch_add(n, std::memory_order_acq_rel);
-  notify();  // "Any change in a counter's error value will unblock any thread inside fi_cntr_wait"
+  // "Any change in a counter's error value will unblock any thread inside fi_cntr_wait"
+  app_changed();
   return FI_SUCCESS;
 }
 
 int Cntr::seterr(uint64_t v) noexcept {
   err_.store(v, std::memory_order_release);
-  notify();
+  app_changed();
   return FI_SUCCESS;
 }
 
@@ -68,12 +72,16 @@ bool Cntr::ready() const noexcept {
 bool Cntr::poll_pending() const noexcept {
   // seq_cst: the aggregator's ready-list protocol re-checks after its seq_cst fence (aggregator.h).
   return value_.load(std::memory_order_seq_cst) != poll_value_.load(std::memory_order_relaxed) ||
-         err_.load(std::memory_order_seq_cst) != poll_err_.load(std::memory_order_relaxed);
+         err_.load(std::memory_order_seq_cst) != poll_err_.load(std::memory_order_relaxed) ||
+         app_changes_.load(std::memory_order_seq_cst) !=
+             poll_app_changes_.load(std::memory_order_relaxed);
 }
 
 void Cntr::polled() noexcept {
-  // A producer change after these loads differs from the snapshot, so the scan's re-check keeps
-  // the counter active and the next fi_poll reports it.
+  // A change after these loads differs from the snapshot (producers only add; every application
+  // call bumps the generation), so the scan's re-check keeps the counter active and the next
+  // fi_poll reports it. A change before them is covered by the report this snapshot follows.
+  poll_app_changes_.store(app_changes_.load(std::memory_order_acquire), std::memory_order_relaxed);
   poll_value_.store(value_.load(std::memory_order_acquire), std::memory_order_relaxed);
   poll_err_.store(err_.load(std::memory_order_acquire), std::memory_order_relaxed);
 }

@@ -20,11 +20,13 @@
 //     read, as libfabric's util counters do). So fi_trywait says -FI_EAGAIN until the
 //     application has looked at what changed.
 //   - poll_pending(), used by poll sets: the value or the error value changed since the last
-//     time fi_poll reported this counter, or fi_cntr_set or fi_cntr_add was called (fi_poll(3)).
-//     fi_cntr_adderr and fi_cntr_seterr do not move that snapshot: the man page names only set
-//     and add.
-// "Changed" compares values: a value brought back to the snapshot by the application (a set, or
-// seterr) is not a change. Producers only add, so nothing they do can hide from a snapshot.
+//     time fi_poll reported this counter (fi_poll(3)), by a completion or by the application:
+//     every fi_cntr_add, fi_cntr_set, fi_cntr_adderr and fi_cntr_seterr counts as a change, as an
+//     application polling a counter it adds to expects (the man page's "since the last time
+//     fi_poll, fi_cntr_set, or fi_cntr_add were called" is not read as "those calls hide it").
+// For ready(), "changed" compares values: a value brought back to the checkpoint by the
+// application (a set, or seterr) is not a change. Producers only add, so nothing they do can hide
+// from a checkpoint or snapshot; application calls also bump a generation the poll snapshot holds.
 #pragma once
 
 #include <atomic>
@@ -68,13 +70,16 @@ class Cntr final : public wait::Waitable {
   /// fi_cntr_readerr: runs one manual-progress step, returns the error value and checkpoints it
   /// for ready().
   uint64_t readerr() noexcept;
-  /// fi_cntr_add: adds `n` to the value, takes the poll snapshot, wakes waiters. Always 0.
+  /// fi_cntr_add: adds `n` to the value, wakes waiters; the next fi_poll reports the counter.
+  /// Always 0.
   int app_add(uint64_t n) noexcept;
-  /// fi_cntr_set: sets the value, takes the poll snapshot, wakes waiters. Always 0.
+  /// fi_cntr_set: sets the value, wakes waiters; the next fi_poll reports the counter. Always 0.
   int set(uint64_t v) noexcept;
-  /// fi_cntr_adderr: adds `n` to the error value, wakes waiters. Always 0.
+  /// fi_cntr_adderr: adds `n` to the error value, wakes waiters; the next fi_poll reports the
+  /// counter. Always 0.
   int app_adderr(uint64_t n) noexcept;
-  /// fi_cntr_seterr: sets the error value, wakes waiters. Always 0.
+  /// fi_cntr_seterr: sets the error value, wakes waiters; the next fi_poll reports the counter.
+  /// Always 0.
   int seterr(uint64_t v) noexcept;
 
   /// fi_cntr_wait: blocks until value >= threshold, the error value changes, or `timeout_ms`
@@ -96,7 +101,7 @@ class Cntr final : public wait::Waitable {
 
   /// Changed since the last read() / readerr() (see the top of this file).
   bool ready() const noexcept override;
-  /// Changed since the last fi_poll report, set() or app_add().
+  /// Changed since the last fi_poll report (by a producer or an application call).
   bool poll_pending() const noexcept override;
   /// fi_poll reported this counter: take the poll snapshot. Called under the poll set's
   /// consumer lock.
@@ -111,6 +116,9 @@ class Cntr final : public wait::Waitable {
   int bindings() const noexcept { return binds_.load(std::memory_order_acquire); }
 
  private:
+  /// After an application call changed a value: bumps the generation, then notify().
+  void app_changed() noexcept;
+
   // Producer-written: every completion adds here. Own cache line, apart from the consumer state.
   alignas(64) std::atomic<uint64_t> value_{0};
   std::atomic<uint64_t> err_{0};
@@ -124,6 +132,10 @@ class Cntr final : public wait::Waitable {
   std::atomic<uint64_t> read_err_{0};
   std::atomic<uint64_t> poll_value_{0};
   std::atomic<uint64_t> poll_err_{0};
+  // Application calls (fi_cntr_add/set/adderr/seterr) so far, and the number the poll snapshot
+  // saw: a set that puts back the value fi_poll last saw is still reported.
+  std::atomic<uint64_t> app_changes_{0};
+  std::atomic<uint64_t> poll_app_changes_{0};
   std::atomic<int> binds_{0};
 };
 

@@ -139,8 +139,9 @@ class PortEngine final : public proto::Link {
   Handled deliver_group(const wire::Frame& f, rte_mbuf* m) noexcept;
   size_t drain_backlogs() noexcept;  // RX owner
   void send_raw(const uint8_t* frame, size_t len) noexcept;
-  void tick_neighbours() noexcept;  // RX owner: retries and new resolutions
-  void check_link() noexcept;       // RX owner: reconnects a memif client whose link is down
+  void tick_neighbours() noexcept;      // RX owner: retries and new resolutions
+  void check_link() noexcept;           // RX owner: reconnects a memif client whose link is down
+  void prefault_at_link_up() noexcept;  // RX owner: see prefault_pending_
   /// How long the link has been down (0: up, or just found down). Any thread.
   int64_t link_down_for_ns(int64_t now) noexcept;
   void lock_tx() noexcept;
@@ -158,6 +159,11 @@ class PortEngine final : public proto::Link {
   uint32_t polls_ = 0;              // RX owner: neighbour timers run every few polls
   int64_t next_link_check_ns_ = 0;  // RX owner
   int64_t last_restart_ns_ = 0;     // RX owner
+  /// RX owner. A memif port whose link is not up yet (or went down: a new connection maps new
+  /// regions): the first poll step that finds it up faults the shared memory in
+  /// (port::Port::prefault_shared_memory), once per connection, before it receives.
+  bool prefault_pending_ = false;
+  bool memif_ = false;  // a net_memif port (set at construction)
   /// A restart failed (a memif client with no server): the port is stopped, and DPDK's bursts on
   /// a stopped port are a misuse (its stand-in burst dumps a stack trace). No burst until a
   /// restart succeeds. Written holding both RX ownership and the TX lock, read holding either.

