@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <rte_ethdev.h>
+#include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -16,13 +17,26 @@ void PortWake::init(uint16_t port_id, port::RxInterrupt intr) noexcept {
   timer_.reset(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
   if (intr != port::RxInterrupt::kNone) {
     int fd = rte_eth_dev_rx_intr_ctl_q_get_fd(port_id, 0);
-    if (fd >= 0) {
-      // The interrupt eventfd (virtio-user, VFIO) is read by sleepers only when it may have
-      // fired; a read must never block them. net_tap's queue fd is the tap itself: read by the
-      // PMD only, never here.
-      if (intr == port::RxInterrupt::kEnable) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    if (fd >= 0 && intr == port::RxInterrupt::kFdOnly) {
+      // net_tap: the queue fd is the tap itself, readable while frames wait (read by the PMD).
       intr_fd_ = fd;
       fds_[nfds_++] = fd;
+    } else if (fd >= 0) {
+      // An rx interrupt fd: an eventfd that the interrupt writes (virtio-user, VFIO), or a proxy
+      // epoll fd over the vring's kick eventfd (vhost), which nobody reads. Sleepers wait on an
+      // epoll fd of ours holding it edge-triggered, as DPDK's own rx-interrupt epoll does: every
+      // interrupt queues one event, and arm() takes it (epoll_wait, no read of the fd itself).
+      intr_ep_.reset(epoll_create1(EPOLL_CLOEXEC));
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLET;
+      if (intr_ep_.valid() && epoll_ctl(intr_ep_.get(), EPOLL_CTL_ADD, fd, &ev) == 0) {
+        intr_fd_ = fd;
+        fds_[nfds_++] = intr_ep_.get();
+      } else {
+        intr_ep_.reset();
+        DPFAB_INFO(FI_LOG_CORE, "port %u: cannot watch its rx interrupt fd (polled while idle)",
+                   port_id);
+      }
     } else {
       DPFAB_INFO(FI_LOG_CORE, "port %u: no queue fd to sleep on (polled while idle)", port_id);
     }
@@ -50,9 +64,9 @@ void PortWake::arm() noexcept {
     }
     kick_->arm();  // seq_cst RMW: ordered before the poll that follows (memif_kick.h K1/K2)
   }
-  if (intr_ == port::RxInterrupt::kEnable && intr_fd_ >= 0) {
-    uint64_t v;
-    [[maybe_unused]] ssize_t n = ::read(intr_fd_, &v, sizeof(v));  // EAGAIN when it did not fire
+  if (intr_ == port::RxInterrupt::kEnable && intr_ep_.valid()) {
+    epoll_event ev;
+    epoll_wait(intr_ep_.get(), &ev, 1, 0);  // A1: take the interrupt's edge, if it fired
     // Virtio-style interrupts fire once per enable (event index): enable before every sleep.
     std::lock_guard lock(intr_mutex_);
     if (rte_eth_dev_rx_intr_enable(port_id_, 0) == 0)
@@ -94,9 +108,15 @@ void PortWake::rekick() noexcept {
   if (kick_ && kick_in_use()) {
     uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(kick_->wake_fd(), &one, sizeof(one));
-  } else if (intr_ == port::RxInterrupt::kEnable && intr_fd_ >= 0) {
-    uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = ::write(intr_fd_, &one, sizeof(one));
+  } else if (timer_.valid()) {
+    // The timer fd is in every covered port's fds: fire it now (the next arm_timer sets it again).
+    std::lock_guard lock(timer_mutex_);
+    itimerspec its{};
+    its.it_value.tv_nsec = 1;
+    timerfd_settime(timer_.get(), 0, &its, nullptr);
+    timer_set_ns_ = 0;
+    timer_at_ns_ = 0;
+    timer_set_hint_.store(0, std::memory_order_relaxed);
   }
 }
 

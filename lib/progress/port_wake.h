@@ -8,9 +8,9 @@
 // provider puts its sockets in the CQ's epoll set. The wake sources of one port:
 //   - the memif kick eventfd (memif_kick.h), when the peer is dpfab: the peer writes it after a
 //     send that found our kick flag set;
-//   - the rx-interrupt fd of queue 0 (virtio, vhost, NICs: an eventfd that the interrupt writes
-//     once rte_eth_dev_rx_intr_enable armed it), or the net_tap queue fd (readable while frames
-//     wait);
+//   - the rx-interrupt fd of queue 0 (virtio, vhost, NICs: written by the interrupt once
+//     rte_eth_dev_rx_intr_enable armed it), held edge-triggered in an epoll fd of ours as DPDK
+//     does, or the net_tap queue fd (readable while frames wait);
 //   - a timerfd at the port's next protocol deadline (ARP retries), so that a sleeper runs the
 //     protocol's timers itself.
 // fds() lists them (fixed after init: FI_GETWAIT hands them out in epoll sets and pollfd
@@ -100,6 +100,7 @@ class PortWake {
   uint16_t port_id_ = 0;
   port::RxInterrupt intr_ = port::RxInterrupt::kNone;
   int intr_fd_ = -1;  // owned by DPDK
+  UniqueFd intr_ep_;  // kEnable: an epoll fd holding intr_fd_ edge-triggered (what sleepers see)
   UniqueFd timer_;
   KickChannel* kick_ = nullptr;
   int fds_[kMaxFds] = {-1, -1, -1};

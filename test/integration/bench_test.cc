@@ -26,8 +26,8 @@ const char* const kDocumentedFields[] = {
     "duration_s",  "lat_min_us",   "lat_p50_us",      "lat_p90_us",     "lat_p99_us",
     "lat_p999_us", "lat_max_us",   "lat_mean_us",     "msg_rate",       "bandwidth_mbps",
     "cpu_user_s",  "cpu_sys_s",    "cpu_s",           "cpu_us_per_msg", "vcsw",
-    "ivcsw",       "wakeups",      "wakeups_per_msg", "missed_wakeups", "client",
-    "server",      "cdf_us"};
+    "ivcsw",       "wakeups",      "wakeups_per_msg", "missed_wakeups", "os_wakeups_per_msg",
+    "client",      "server",       "cdf_us"};
 const char* const kSideFields[] = {"cpu_user_s", "cpu_sys_s", "vcsw",
                                    "ivcsw",      "wakeups",   "missed_wakeups"};
 const char* const kModes[] = {"spin",    "sread", "fd",    "pollfd", "waitset",
