@@ -19,7 +19,6 @@
 
 #include "common/counter.h"
 #include "common/log.h"
-#include "progress/wakeup.h"
 #include "wire/multicast.h"
 
 namespace dpfab::progress {
@@ -161,7 +160,9 @@ uint16_t PortEngine::transmit(rte_mbuf** frames, uint16_t n) noexcept {
     }
     stats_.tx_full.fetch_add(1, std::memory_order_relaxed);
   }
-  on_transmit(port_id_);  // a parked lcore comes back: the answer is likely on its way
+  // A parked lcore comes back: the answer is likely on its way (relaxed check; no barrier).
+  if (Parker* o = owner_.load(std::memory_order_relaxed); o && o->parked())
+    o->unpark(Cause::kDoorbell);
   return sent;
 }
 

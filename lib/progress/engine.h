@@ -18,6 +18,7 @@
 #include "common/result.h"
 #include "port/port.h"
 #include "progress/memif_kick.h"
+#include "progress/parker.h"
 #include "progress/port_wake.h"
 #include "proto/endpoint.h"
 #include "proto/groups.h"
@@ -85,6 +86,8 @@ class PortEngine final : public proto::Link {
   bool prepare_sleep() noexcept;
   /// Whether SIGIO has a plain handler (net_tap's receive trigger): then raising it is harmless.
   static bool tap_sigio_handler_installed() noexcept;
+  /// The worker lcore that owns the port (lcores.cc), or null: transmit() unparks it.
+  void set_owner(Parker* p) noexcept { owner_.store(p, std::memory_order_release); }
   /// The port's wake sources (port_wake.h).
   PortWake& wake() noexcept { return wake_; }
   const PortWake& wake() const noexcept { return wake_; }
@@ -185,6 +188,7 @@ class PortEngine final : public proto::Link {
   proto::GroupStats group_stats_;
   std::atomic<uint64_t> timer_due_ns_{UINT64_MAX};  // see timer_due_ns()
   PortWake wake_;
+  std::atomic<Parker*> owner_{nullptr};
 };
 
 }  // namespace dpfab::progress

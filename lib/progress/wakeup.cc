@@ -465,144 +465,7 @@ void* run(void*) {
   return nullptr;
 }
 
-// ---- telemetry ----------------------------------------------------------------------------------
-
-void add_u64(rte_tel_data* d, const std::string& k, uint64_t v) {
-  rte_tel_data_add_dict_u64(d, k.c_str(), v);
-}
-
-int tel_stats(const char*, const char*, rte_tel_data* d) {
-  WakeupStats s = wakeup_stats();
-  rte_tel_data_start_dict(d);
-  add_u64(d, "wakeup_running", s.running);
-  add_u64(d, "wakeup_loops", s.loops);
-  add_u64(d, "wakeup_doorbells", s.doorbells);
-  add_u64(d, "wakeup_timer_fires", s.timer_fires);
-  for (const auto& p : s.ports) {
-    std::string k = "port" + std::to_string(p.port_id) + "_";
-    rte_tel_data_add_dict_string(d, (k + "name").c_str(), p.name.c_str());
-    rte_tel_data_add_dict_string(d, (k + "rx_interrupt").c_str(), p.rx_interrupt.c_str());
-    add_u64(d, k + "watched", p.watched);
-    add_u64(d, k + "watchers", static_cast<uint64_t>(std::max(p.watchers, 0)));
-    add_u64(d, k + "watch_starts", p.watch_starts);
-    add_u64(d, k + "doorbells", p.doorbells);
-    add_u64(d, k + "interrupts", p.interrupts);
-    add_u64(d, k + "idle_polls", p.idle_polls);
-    add_u64(d, k + "wakeups", p.wakeups);
-    add_u64(d, k + "events_delivered", p.events);
-    add_u64(d, k + "rx_busy", p.rx_busy);
-    add_u64(d, k + "fd_mutes", p.fd_mutes);
-    rte_tel_data_add_dict_string(d, (k + "memif_kick").c_str(), p.kick.c_str());
-    add_u64(d, k + "kicks", p.kicks);
-    add_u64(d, k + "idle_poll_us", static_cast<uint64_t>(p.idle_poll_ns / 1000));
-    rte_tel_data_add_dict_int(d, (k + "owner_lcore").c_str(), p.owner_lcore);
-  }
-  // The data path of each port (lib/progress/engine.h EngineStats, the decoder's rejects).
-  PortEngine::for_each(
-      [](const PortEngine& e, void* arg) {
-        auto* d = static_cast<rte_tel_data*>(arg);
-        const std::string k = "port" + std::to_string(e.port()->info().port_id) + "_";
-        const EngineStats& st = e.stats();
-        add_u64(d, k + "rx_frames", st.rx_frames.load(std::memory_order_relaxed));
-        add_u64(d, k + "tx_frames", st.tx_frames.load(std::memory_order_relaxed));
-        add_u64(d, k + "tx_full", st.tx_full.load(std::memory_order_relaxed));
-        add_u64(d, k + "tx_link_down", st.tx_link_down.load(std::memory_order_relaxed));
-        add_u64(d, k + "restarts", st.restarts.load(std::memory_order_relaxed));
-        add_u64(d, k + "no_listener", st.no_listener.load(std::memory_order_relaxed));
-        add_u64(d, k + "not_ours", st.not_ours.load(std::memory_order_relaxed));
-        add_u64(d, k + "arp", st.arp.load(std::memory_order_relaxed));
-        add_u64(d, k + "arp_sent", st.arp_sent.load(std::memory_order_relaxed));
-        add_u64(d, k + "rx_rejected", e.decode_stats().rejected());
-        // Sleeping on the port (port_wake.h): how its sleepers are woken, and what they did.
-        const PortWake& w = e.wake();
-        rte_tel_data_add_dict_string(d, (k + "sleep").c_str(), w.describe());
-        const PortSleepStats& ws = w.stats();
-        add_u64(d, k + "sleep_arms", ws.arms.load(std::memory_order_relaxed));
-        add_u64(d, k + "sleep_kick_wakes", ws.kick_wakes.load(std::memory_order_relaxed));
-        add_u64(d, k + "sleep_intr_enables", ws.intr_enables.load(std::memory_order_relaxed));
-        add_u64(d, k + "sleep_timer_arms", ws.timer_arms.load(std::memory_order_relaxed));
-        add_u64(d, k + "sleep_not_safe", ws.not_safe.load(std::memory_order_relaxed));
-        add_u64(d, k + "sleep_sigio_runs", ws.sigio_runs.load(std::memory_order_relaxed));
-        add_u64(d, k + "spin_budget_us",
-                static_cast<uint64_t>(ws.spin_budget_ns.load(std::memory_order_relaxed) / 1000));
-      },
-      d);
-  for (const auto& l : s.lcores) {
-    std::string k = "lcore" + std::to_string(l.lcore) + "_";
-    add_u64(d, k + "parked", l.parked);
-    add_u64(d, k + "busy_polls", l.busy_polls);
-    add_u64(d, k + "idle_polls", l.idle_polls);
-    add_u64(d, k + "parks", l.parks);
-    add_u64(d, k + "backouts", l.backouts);
-    add_u64(d, k + "parked_us", l.parked_ns / 1000);
-    for (size_t c = 0; c < kCauses; ++c)
-      add_u64(d, k + "unparks_" + cause_name(static_cast<Cause>(c)), l.unparks[c]);
-  }
-  return 0;
-}
-
 }  // namespace
-
-const char* cause_name(Cause c) noexcept {
-  switch (c) {
-    case Cause::kRxInterrupt:
-      return "rx_interrupt";
-    case Cause::kIdlePoll:
-      return "idle_poll";
-    case Cause::kDoorbell:
-      return "doorbell";
-    case Cause::kTimer:
-      return "timer";
-    case Cause::kSignal:
-      return "signal";
-    case Cause::kStop:
-      return "stop";
-  }
-  return "?";
-}
-
-// ---- Parker
-// ---------------------------------------------------------------------------------------
-
-Status Parker::init(unsigned lcore) noexcept {
-  lcore_ = lcore;
-  efd_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!efd_.valid()) return make_error(-FI_EMFILE, "lcore parking: eventfd failed");
-  return Ok{};
-}
-
-void Parker::drain() noexcept {
-  uint64_t v;
-  eventfd_read(efd_.get(), &v);  // non-blocking: EAGAIN when not raised
-}
-
-int64_t Parker::sleep(std::span<const int> port_fds) noexcept {
-  int64_t t0 = now_ns();
-  constexpr size_t kMax = 16;
-  pollfd p[kMax];
-  p[0] = pollfd{efd_.get(), POLLIN, 0};
-  size_t n = 1;
-  for (int fd : port_fds)
-    if (n < kMax) p[n++] = pollfd{fd, POLLIN, 0};
-  while (parked_.load(std::memory_order_acquire)) {
-    int r = poll(p, n, -1);
-    if (r > 0) {
-      bool by_port = false;
-      for (size_t i = 1; i < n; ++i) by_port |= p[i].revents != 0;
-      // Woken by a port's own fd, not by an unparker: leave the parked state ourselves (an
-      // unparker that races us writes the eventfd, drained by the next L1).
-      if (by_port && back_out())
-        stats.unparks[static_cast<size_t>(Cause::kRxInterrupt)].fetch_add(
-            1, std::memory_order_relaxed);
-      break;
-    }
-    if (r < 0 && errno != EINTR) break;
-  }
-  drain();
-  int64_t slept = now_ns() - t0;
-  stats.parked_ns.fetch_add(static_cast<uint64_t>(slept), std::memory_order_relaxed);
-  return slept;
-}
 
 // ---- start / stop -------------------------------------------------------------------------------
 
@@ -670,9 +533,7 @@ Status start_wakeup(const std::vector<PortEngine*>& engines, const WakeupConfig&
   g_running.store(true, std::memory_order_release);
   if (!t.telemetry_registered) {
     t.telemetry_registered = true;
-    rte_telemetry_register_cmd(
-        "/dpfab/stats", tel_stats,
-        "dpfab wakeup thread, port and lcore statistics. Takes no parameters");
+    register_telemetry();
   }
   DPFAB_INFO(FI_LOG_CORE, "wakeup thread started: %zu port(s), lcore spin %" PRId64 " us",
              t.ports.size(), cfg.spin_ns / 1000);
@@ -704,7 +565,9 @@ bool wakeup_running() noexcept { return g_running.load(std::memory_order_acquire
 const WakeupConfig& wakeup_config() noexcept { return thread().cfg; }
 
 void set_port_owner(uint16_t port_id, Parker* owner) noexcept {
-  if (port_id < RTE_MAX_ETHPORTS) g_ports[port_id].owner.store(owner, std::memory_order_release);
+  if (port_id >= RTE_MAX_ETHPORTS) return;
+  g_ports[port_id].owner.store(owner, std::memory_order_release);
+  if (g_ports[port_id].engine) g_ports[port_id].engine->set_owner(owner);
 }
 
 // ---- hooks --------------------------------------------------------------------------------------
@@ -728,12 +591,6 @@ void consumer_polled(uint16_t port_id) noexcept {
   // pairs with the lcore's L2 (seq_cst store) and L4 (poll, then take_consumer_polled).
   p.consumer_polled.exchange(true, std::memory_order_seq_cst);
   o->unpark(Cause::kDoorbell);
-}
-
-void on_transmit(uint16_t port_id) noexcept {
-  if (port_id >= RTE_MAX_ETHPORTS) return;
-  Parker* o = g_ports[port_id].owner.load(std::memory_order_relaxed);
-  if (o && o->parked()) o->unpark(Cause::kDoorbell);
 }
 
 void on_signal(uint16_t port_id) noexcept {

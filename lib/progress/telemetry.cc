@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// Telemetry of the wake path: /dpfab/stats (a flat dict: the wakeup thread, each port's wake
+// sources, sleeps and data-path counters, each worker lcore), for dpdk-telemetry.py and
+// dpfab-info --stats.
+#include <rte_telemetry.h>
+
+#include <algorithm>
+#include <string>
+
+#include "progress/engine.h"
+#include "progress/wakeup.h"
+
+namespace dpfab::progress {
+namespace {
+
+void add_u64(rte_tel_data* d, const std::string& k, uint64_t v) {
+  rte_tel_data_add_dict_u64(d, k.c_str(), v);
+}
+
+int tel_stats(const char*, const char*, rte_tel_data* d) {
+  WakeupStats s = wakeup_stats();
+  rte_tel_data_start_dict(d);
+  add_u64(d, "wakeup_running", s.running);
+  add_u64(d, "wakeup_loops", s.loops);
+  add_u64(d, "wakeup_doorbells", s.doorbells);
+  add_u64(d, "wakeup_timer_fires", s.timer_fires);
+  for (const auto& p : s.ports) {
+    std::string k = "port" + std::to_string(p.port_id) + "_";
+    rte_tel_data_add_dict_string(d, (k + "name").c_str(), p.name.c_str());
+    rte_tel_data_add_dict_string(d, (k + "rx_interrupt").c_str(), p.rx_interrupt.c_str());
+    add_u64(d, k + "watched", p.watched);
+    add_u64(d, k + "watchers", static_cast<uint64_t>(std::max(p.watchers, 0)));
+    add_u64(d, k + "watch_starts", p.watch_starts);
+    add_u64(d, k + "doorbells", p.doorbells);
+    add_u64(d, k + "interrupts", p.interrupts);
+    add_u64(d, k + "idle_polls", p.idle_polls);
+    add_u64(d, k + "wakeups", p.wakeups);
+    add_u64(d, k + "events_delivered", p.events);
+    add_u64(d, k + "rx_busy", p.rx_busy);
+    add_u64(d, k + "fd_mutes", p.fd_mutes);
+    rte_tel_data_add_dict_string(d, (k + "memif_kick").c_str(), p.kick.c_str());
+    add_u64(d, k + "kicks", p.kicks);
+    add_u64(d, k + "idle_poll_us", static_cast<uint64_t>(p.idle_poll_ns / 1000));
+    rte_tel_data_add_dict_int(d, (k + "owner_lcore").c_str(), p.owner_lcore);
+  }
+  // The data path of each port (lib/progress/engine.h EngineStats, the decoder's rejects).
+  PortEngine::for_each(
+      [](const PortEngine& e, void* arg) {
+        auto* d = static_cast<rte_tel_data*>(arg);
+        const std::string k = "port" + std::to_string(e.port()->info().port_id) + "_";
+        const EngineStats& st = e.stats();
+        add_u64(d, k + "rx_frames", st.rx_frames.load(std::memory_order_relaxed));
+        add_u64(d, k + "tx_frames", st.tx_frames.load(std::memory_order_relaxed));
+        add_u64(d, k + "tx_full", st.tx_full.load(std::memory_order_relaxed));
+        add_u64(d, k + "tx_link_down", st.tx_link_down.load(std::memory_order_relaxed));
+        add_u64(d, k + "restarts", st.restarts.load(std::memory_order_relaxed));
+        add_u64(d, k + "no_listener", st.no_listener.load(std::memory_order_relaxed));
+        add_u64(d, k + "not_ours", st.not_ours.load(std::memory_order_relaxed));
+        add_u64(d, k + "arp", st.arp.load(std::memory_order_relaxed));
+        add_u64(d, k + "arp_sent", st.arp_sent.load(std::memory_order_relaxed));
+        add_u64(d, k + "rx_rejected", e.decode_stats().rejected());
+        // Sleeping on the port (port_wake.h): how its sleepers are woken, and what they did.
+        const PortWake& w = e.wake();
+        rte_tel_data_add_dict_string(d, (k + "sleep").c_str(), w.describe());
+        const PortSleepStats& ws = w.stats();
+        add_u64(d, k + "sleep_arms", ws.arms.load(std::memory_order_relaxed));
+        add_u64(d, k + "sleep_kick_wakes", ws.kick_wakes.load(std::memory_order_relaxed));
+        add_u64(d, k + "sleep_intr_enables", ws.intr_enables.load(std::memory_order_relaxed));
+        add_u64(d, k + "sleep_timer_arms", ws.timer_arms.load(std::memory_order_relaxed));
+        add_u64(d, k + "sleep_not_safe", ws.not_safe.load(std::memory_order_relaxed));
+        add_u64(d, k + "sleep_sigio_runs", ws.sigio_runs.load(std::memory_order_relaxed));
+        add_u64(d, k + "spin_budget_us",
+                static_cast<uint64_t>(ws.spin_budget_ns.load(std::memory_order_relaxed) / 1000));
+      },
+      d);
+  for (const auto& l : s.lcores) {
+    std::string k = "lcore" + std::to_string(l.lcore) + "_";
+    add_u64(d, k + "parked", l.parked);
+    add_u64(d, k + "busy_polls", l.busy_polls);
+    add_u64(d, k + "idle_polls", l.idle_polls);
+    add_u64(d, k + "parks", l.parks);
+    add_u64(d, k + "backouts", l.backouts);
+    add_u64(d, k + "parked_us", l.parked_ns / 1000);
+    for (size_t c = 0; c < kCauses; ++c)
+      add_u64(d, k + "unparks_" + cause_name(static_cast<Cause>(c)), l.unparks[c]);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_telemetry() noexcept {
+  rte_telemetry_register_cmd("/dpfab/stats", tel_stats,
+                             "dpfab wakeup thread, port and lcore statistics. Takes no parameters");
+}
+
+}  // namespace dpfab::progress
