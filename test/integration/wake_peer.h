@@ -56,6 +56,24 @@ inline int64_t process_cpu_ns(pid_t pid) {
   return total;
 }
 
+/// Voluntary context switches of every thread of `pid` (each is one sleep that ended in an OS
+/// wakeup), from /proc/<pid>/task/*/status. -1 when the process is gone.
+inline int64_t process_vcsw(pid_t pid) {
+  std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = opendir(dir.c_str());
+  if (!d) return -1;
+  int64_t total = 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream f(dir + "/" + e->d_name + "/status");
+    std::string line;
+    while (std::getline(f, line))
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) total += std::stoll(line.substr(24));
+  }
+  closedir(d);
+  return total;
+}
+
 /// Writes one line ('\n' appended). False on error.
 inline bool send_line(int fd, const std::string& s) {
   std::string l = s + "\n";
