@@ -58,6 +58,12 @@ variants=(
 	"port:A3_GIVES_UP|-DA3_GIVES_UP|counterexample|sleep_on_port.pml"
 	"port:BUSY_IS_SAFE|-DBUSY_IS_SAFE|counterexample|sleep_on_port.pml"
 	"port:NO_REARM|-DNO_REARM|counterexample|sleep_on_port.pml"
+	# Parking a worker lcore and the wakeup thread's watch (park_watch.pml).
+	"park+watch:correct||verify|park_watch.pml"
+	"park:CHECK_FIRST|-DPARK_CHECK_FIRST|counterexample|park_watch.pml"
+	"park:NO_RECHECK|-DPARK_NO_RECHECK|counterexample|park_watch.pml"
+	"watch:CHECK_FIRST|-DWATCH_CHECK_FIRST|counterexample|park_watch.pml"
+	"watch:NO_RECHECK|-DWATCH_NO_RECHECK|counterexample|park_watch.pml"
 )
 
 # Notes on the pan flags:
