@@ -51,6 +51,7 @@
 #pragma once
 
 #include <rdma/fi_errno.h>
+#include <sched.h>
 
 #include <atomic>
 #include <cstddef>
@@ -225,8 +226,20 @@ class Waitable {
           return done(WaitStatus::kInterrupted);
       }
     }
+    if (signal_->kind() == SignalKind::kYield) {
+      // FI_WAIT_YIELD: nothing to sleep on. Poll, yielding the CPU between rounds; nothing is
+      // armed (no thread needs to watch the port for a waiter that never sleeps).
+      for (;;) {
+        progress_once();
+        if (pred()) return done(WaitStatus::kReady);
+        if (interrupts_.load(std::memory_order_acquire) != seq)
+          return done(WaitStatus::kInterrupted);
+        if (d.expired()) return done(pred() ? WaitStatus::kReady : WaitStatus::kTimeout);
+        sched_yield();
+      }
+    }
     const std::span<const int> fds = src ? src->sleep_fds() : std::span<const int>();
-    const bool on_fds = !fds.empty() && signal_->kind() != SignalKind::kYield;
+    const bool on_fds = !fds.empty();
     const int64_t slice = src && !on_fds ? src->poll_interval_ns() : -1;
     for (;;) {
       progress_once();
