@@ -87,6 +87,10 @@ enum class Type : uint8_t {
   kConnReq = 4,     ///< connection request
   kConnResp = 5,    ///< connection response
   kDisconnect = 6,  ///< connection teardown
+  /// FI_EP_RDM: the payload starts with the versioned RDM header (wire/rdm.h), which carries the
+  /// reliability state; this header's seq/ack/msg_id/cq_data/flags are 0. Rejected by the
+  /// decoder until drivers/ofi dispatches frames on their type (DGRAM endpoints do not look).
+  kRdm = 7,
 };
 
 /// Whether a receiver accepts frames of this type. The RDM issue adds its types here when it

@@ -169,6 +169,52 @@ def arp_corpus():
     return c
 
 
+def rdm(kind=1, flags=3, epoch=7, seq=5, ack=9, sack=6, window=64, reserved=0, msg_id=11,
+        offset=0, length=12, tag=0x1234, cq_data=0x55, data=b"hello dpfab!", version=1, body=True,
+        outer_type=7, outer_flags=0, outer_seq=0):
+    """One rdm fuzz input: the 32-byte dpfab header, then the RDM header (rdm.h) and data."""
+    r = struct.pack("!BBHIIIQHHI", version, kind, flags, epoch, seq, ack, sack, window, reserved,
+                    msg_id)
+    if body:
+        r += struct.pack("!QQQQ", offset, length, tag, cq_data)
+    r += data
+    outer = struct.pack("!BBHHHIIIIQ", 1, outer_type, outer_flags, 3, 7, len(r), outer_seq, 0, 0, 0)
+    return outer + r
+
+
+def rdm_corpus():
+    ack = dict(kind=2, flags=0, seq=0, msg_id=0, body=False, data=b"")
+    return {
+        "ok--eager-tagged": rdm(),
+        "ok--eager-middle-segment": rdm(flags=0, tag=0, cq_data=0, offset=100, length=112),
+        "ok--eager-empty": rdm(length=0, data=b""),
+        "ok--ack": rdm(**ack),
+        "ok--ack-rnr": rdm(**{**ack, "flags": 4}),
+        "ok--rts": rdm(kind=3, length=1 << 30, data=b""),
+        "ok--cts": rdm(kind=4, flags=0, tag=0, cq_data=0, length=1 << 20, data=b""),
+        "ok--rdv-data": rdm(kind=5, flags=0, tag=0, cq_data=0, offset=4096, length=1 << 20),
+        "outer-header--type-data": rdm(outer_type=1),
+        "outer-header--seq": rdm(outer_seq=1),
+        "truncated--common": rdm()[:32 + 20],
+        "truncated--body": rdm()[:32 + 40],
+        "version--2": rdm(version=2),
+        "kind--0": rdm(kind=0),
+        "kind--6": rdm(kind=6),
+        "flags--rnr-on-eager": rdm(flags=7),
+        "epoch--zero": rdm(epoch=0),
+        "reserved--set": rdm(reserved=1),
+        "ack-fields--seq": rdm(**{**ack, "seq": 1}),
+        "data-length--ack-with-data": rdm(**{**ack, "data": b"x"}),
+        "data-length--empty-segment": rdm(data=b""),
+        "length--huge": rdm(length=1 << 41),
+        "range--beyond-message": rdm(offset=1, length=12),
+        "range--offset-wraps": rdm(offset=(1 << 64) - 4, length=12),
+        "range--rts-offset": rdm(kind=3, offset=1, length=100, data=b""),
+        "tag-field--untagged": rdm(flags=1),
+        "cq-data-field--no-flag": rdm(flags=2),
+    }
+
+
 def write(target, corpus):
     d = os.path.join(HERE, "corpus", target)
     shutil.rmtree(d, ignore_errors=True)
@@ -182,3 +228,4 @@ def write(target, corpus):
 if __name__ == "__main__":
     write("decoder", decoder_corpus())
     write("arp", arp_corpus())
+    write("rdm", rdm_corpus())
