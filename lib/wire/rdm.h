@@ -40,7 +40,8 @@
 // information and is what the receiver matches); a large message goes as kRts (no data), the
 // receiver answers kCts when a receive matches, and the sender then sends kRdvData segments of
 // the granted bytes. kAck is an unsequenced acknowledgement (the ack fields ride on every other
-// kind too); with kRdmRnr it says "seq `ack` arrived but there was no buffer for it: retry later".
+// kind too); with kRdmRnr it says "seq `ack` arrived but there was no buffer for it: retry later";
+// with kRdmAckReq it asks for an ack at once (a liveness probe of a peer we wait on).
 //
 // Threading: the functions are reentrant; an RdmDecodeStats is written by one thread (counters.h).
 #pragma once
@@ -74,6 +75,7 @@ enum RdmFlag : uint16_t {
   kRdmCqData = 1u << 0,  ///< cq_data is meaningful (kEager, kRts)
   kRdmTagged = 1u << 1,  ///< tagged message (fi_tsend): match on tag (kEager, kRts)
   kRdmRnr = 1u << 2,     ///< kAck: seq `ack` was refused for lack of a buffer; back off
+  kRdmAckReq = 1u << 3,  ///< kAck: answer with an ack at once (a liveness probe)
 };
 
 /// Flags each kind may carry.
@@ -83,7 +85,7 @@ constexpr uint16_t rdm_allowed_flags(RdmKind k) noexcept {
     case RdmKind::kRts:
       return kRdmCqData | kRdmTagged;
     case RdmKind::kAck:
-      return kRdmRnr;
+      return kRdmRnr | kRdmAckReq;
     default:
       return 0;
   }

@@ -190,6 +190,8 @@ def rdm_corpus():
         "ok--eager-empty": rdm(length=0, data=b""),
         "ok--ack": rdm(**ack),
         "ok--ack-rnr": rdm(**{**ack, "flags": 4}),
+        "ok--ack-request": rdm(**{**ack, "flags": 8}),
+        "flags--ack-request-on-eager": rdm(flags=8 | 3),
         "ok--rts": rdm(kind=3, length=1 << 30, data=b""),
         "ok--cts": rdm(kind=4, flags=0, tag=0, cq_data=0, length=1 << 20, data=b""),
         "ok--rdv-data": rdm(kind=5, flags=0, tag=0, cq_data=0, offset=4096, length=1 << 20),

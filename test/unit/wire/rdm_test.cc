@@ -194,6 +194,8 @@ TEST(RdmHeader, KindSpecificRules) {
   EXPECT_EQ(rdm_validate(a, 0), RdmVerdict::kAckFields);
   a.msg_id = 0;
   EXPECT_EQ(rdm_validate(a, 1), RdmVerdict::kDataLength);
+  a.flags = kRdmRnr | kRdmAckReq;
+  EXPECT_EQ(rdm_validate(a, 0), RdmVerdict::kOk);
   a.flags = kRdmTagged;
   EXPECT_EQ(rdm_validate(a, 0), RdmVerdict::kFlags);
 
