@@ -36,6 +36,12 @@ struct RdmCore::RxOp {
   RecvOp op;
   uint32_t next = kNone;
   bool in_use = false;
+  // FI_MULTI_RECV: a parent buffer (multi) hands out parts of itself to child ops (parent).
+  bool multi = false;
+  bool released = false;  // multi: no longer posted; freed with its last child
+  uint32_t parent = kNone;
+  uint32_t children = 0;  // multi: parts not yet completed
+  uint64_t used = 0;      // multi: bytes handed out
   fi_addr_t from = FI_ADDR_NOTAVAIL;
   uint32_t msg_id = 0;
   uint64_t total = 0;     // the message's length
@@ -300,6 +306,10 @@ ssize_t RdmCore::recv(const RecvOp& op, uint64_t now) noexcept {
   now_ = now;
   const uint64_t special = op.flags & (FI_PEEK | FI_CLAIM | FI_DISCARD);
   if (special && !op.match.tagged) return -FI_EINVAL;
+  if (op.flags & FI_MULTI_RECV) {
+    if (op.match.tagged || special || op.len < cfg_.min_multi_recv) return -FI_EINVAL;
+    return post_multi(op);
+  }
   if ((special & FI_DISCARD) && !(special & (FI_PEEK | FI_CLAIM))) return -FI_EINVAL;
   auto& list = op.match.tagged ? unexp_tagged_ : unexp_msg_;
 
@@ -359,11 +369,7 @@ ssize_t RdmCore::recv(const RecvOp& op, uint64_t now) noexcept {
   }
   const uint32_t r = rx_free_.get();
   if (r == kNone) return -FI_EAGAIN;
-  RxOp& x = rx_[r];
-  x.op = op;
-  x.in_use = true;
-  x.from = FI_ADDR_NOTAVAIL;
-  x.received = x.total = x.granted = 0;
+  init_rx(r, op);
   if (u != kNone) {
     list.remove(unexp_, u, prev);
     take_unexpected(u, r);
@@ -374,12 +380,74 @@ ssize_t RdmCore::recv(const RecvOp& op, uint64_t now) noexcept {
   return 0;
 }
 
+void RdmCore::init_rx(uint32_t r, const RecvOp& op) noexcept {
+  RxOp& x = rx_[r];
+  x.op = op;
+  x.in_use = true;
+  x.from = FI_ADDR_NOTAVAIL;
+  x.received = x.total = x.granted = 0;
+  x.tag = x.data = 0;
+  x.tagged = op.match.tagged;
+  x.has_data = false;
+  x.multi = x.released = false;
+  x.parent = kNone;
+  x.children = 0;
+  x.used = 0;
+}
+
+ssize_t RdmCore::post_multi(const RecvOp& op) noexcept {
+  const uint32_t r = rx_free_.get();
+  if (r == kNone) return -FI_EAGAIN;
+  init_rx(r, op);
+  rx_[r].multi = true;
+  // Unexpected messages that match go in first, in arrival order.
+  for (;;) {
+    auto [u, prev] = unexp_msg_.find(unexp_, [&](uint32_t k) {
+      const Unexp& e = unexp_[k];
+      return !e.claimed && matches(op.match, e.from, e.tag, e.tagged);
+    });
+    if (u == kNone) break;
+    const uint32_t child = carve(r, unexp_[u].total);
+    if (child == kNone) break;  // no receive op for it now: it waits for the next one
+    const bool released = rx_[r].released;
+    unexp_msg_.remove(unexp_, u, prev);
+    take_unexpected(u, child);  // may complete the child, and free a released parent
+    if (released) {
+      pump_cts(now_);
+      return 0;
+    }
+  }
+  posted_msg_.push_back(rx_, r);
+  pump_cts(now_);
+  return 0;
+}
+
+uint32_t RdmCore::carve(uint32_t parent, uint64_t total) noexcept {
+  const uint32_t c = rx_free_.get();
+  if (c == kNone) return kNone;
+  RxOp& p = rx_[parent];
+  init_rx(c, p.op);
+  RxOp& x = rx_[c];
+  x.op.flags = 0;
+  x.op.buf = static_cast<uint8_t*>(p.op.buf) + p.used;
+  x.op.len = std::min<uint64_t>(total, p.op.len - p.used);
+  x.parent = parent;
+  p.used += x.op.len;
+  ++p.children;
+  if (p.op.len - p.used < cfg_.min_multi_recv) p.released = true;
+  return c;
+}
+
 int RdmCore::cancel(void* context) noexcept {
   for (auto* list : {&posted_msg_, &posted_tagged_}) {
     auto [r, prev] = list->find(rx_, [&](uint32_t k) { return rx_[k].op.context == context; });
     if (r == kNone) continue;
     list->remove(rx_, r, prev);
     RxOp& x = rx_[r];
+    if (x.multi && x.children > 0) {
+      x.released = true;  // the last message still arriving into it reports FI_MULTI_RECV
+      return 0;
+    }
     x.tagged = x.op.match.tagged;
     x.has_data = false;
     x.tag = x.op.match.tag;
@@ -389,12 +457,23 @@ int RdmCore::cancel(void* context) noexcept {
   return -FI_ENOENT;
 }
 
-uint32_t RdmCore::match_posted(fi_addr_t from, uint64_t tag, bool tagged) noexcept {
+uint32_t RdmCore::match_posted(fi_addr_t from, uint64_t tag, bool tagged, uint64_t total,
+                               bool* refuse) noexcept {
+  *refuse = false;
   auto& list = tagged ? posted_tagged_ : posted_msg_;
   auto [r, prev] =
       list.find(rx_, [&](uint32_t k) { return matches(rx_[k].op.match, from, tag, tagged); });
-  if (r != kNone) list.remove(rx_, r, prev);
-  return r;
+  if (r == kNone || !rx_[r].multi) {
+    if (r != kNone) list.remove(rx_, r, prev);
+    return r;
+  }
+  const uint32_t c = carve(r, total);
+  if (c == kNone) {
+    *refuse = true;  // back-pressure until a receive op frees up
+    return kNone;
+  }
+  if (rx_[r].released) list.remove(rx_, r, prev);
+  return c;
 }
 
 void RdmCore::copy_to_rx(RxOp& r, uint64_t offset, std::span<const uint8_t> d) noexcept {
@@ -421,6 +500,16 @@ void RdmCore::complete_rx(uint32_t i, int err) noexcept {
       ++stats_.truncated;
     }
     ++stats_.received;
+  }
+  if (x.multi) {  // a multi-recv buffer cancelled with nothing arriving into it
+    c.flags |= FI_MULTI_RECV;
+  } else if (x.parent != kNone) {
+    RxOp& p = rx_[x.parent];
+    if (--p.children == 0 && p.released) {
+      c.flags |= FI_MULTI_RECV;  // the buffer's last completion
+      p.in_use = false;
+      rx_free_.put(x.parent);
+    }
   }
   x.in_use = false;
   rx_free_.put(i);
@@ -514,7 +603,12 @@ bool RdmCore::deliver_eager(PeerState& p, const RdmHeader& h, std::span<const ui
     bool unexp = false;
     if (h.length > cfg_.eager_max) {
       ++stats_.protocol_errors;  // the sender should have used a rendezvous: dropped
-    } else if ((idx = match_posted(from, h.tag, tagged)) != kNone) {
+    } else if (bool refuse;
+               (idx = match_posted(from, h.tag, tagged, h.length, &refuse)) != kNone || refuse) {
+      if (refuse) {
+        ++stats_.unexpected_refused;
+        return false;
+      }
       RxOp& x = rx_[idx];
       x.from = from;
       x.tag = h.tag;
@@ -596,7 +690,12 @@ bool RdmCore::deliver_rts(PeerState& p, const RdmHeader& h) noexcept {
   const fi_addr_t from = p.rel.addr();
   const bool tagged = h.flags & wire::kRdmTagged;
   const bool has_data = h.flags & wire::kRdmCqData;
-  const uint32_t r = match_posted(from, h.tag, tagged);
+  bool refuse;
+  const uint32_t r = match_posted(from, h.tag, tagged, h.length, &refuse);
+  if (refuse) {
+    ++stats_.unexpected_refused;
+    return false;
+  }
   if (r != kNone) {
     RxOp& x = rx_[r];
     x.tag = h.tag;

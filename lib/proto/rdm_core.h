@@ -40,7 +40,13 @@
 // message) completes every send to it and every receive bound to one of its messages with
 // FI_EHOSTUNREACH; later sends to it fail at once.
 //
-// Not yet: FI_MULTI_RECV, iov (one buffer per operation), fi_cancel of sends, peer restart.
+// FI_MULTI_RECV (FI_MSG receives): the buffer stays posted and each message it matches takes the
+// next bytes of it (a message longer than what is left is truncated); each completion points
+// into it (buf, len). Once less than min_multi_recv bytes are left the buffer is released, and
+// the last completion of a message placed in it carries FI_MULTI_RECV. fi_cancel releases it as
+// well (FI_ECANCELED with FI_MULTI_RECV when no message is still arriving into it).
+//
+// Not yet: iov (one buffer per operation), fi_cancel of sends, peer restart.
 //
 // Threading: one owner at a time (a progress lcore, or an application thread holding the
 // endpoint's progress lock): every call, and every sink callback it makes, happens on the owner;
@@ -74,7 +80,8 @@ struct CoreConfig {
   uint32_t unexpected_slots = 64;      ///< buffers of eager_max bytes for unexpected eager data
   uint32_t reorder_slots = 1024;       ///< out-of-order packet copies, shared by all peers
   uint32_t inject_size = 64;
-  uint32_t epoch = 0;  ///< this instance's epoch; 0 picks a random one
+  uint64_t min_multi_recv = 1024;  ///< FI_OPT_MIN_MULTI_RECV
+  uint32_t epoch = 0;              ///< this instance's epoch; 0 picks a random one
 };
 
 /// One completion, in the terms of fi_cq_tagged_entry + fi_cq_err_entry. err is 0 or a positive
@@ -119,7 +126,7 @@ struct RecvOp {
   size_t len = 0;
   void* context = nullptr;
   RecvMatch match;
-  uint64_t flags = 0;  ///< FI_PEEK, FI_CLAIM, FI_DISCARD (tagged only)
+  uint64_t flags = 0;  ///< FI_PEEK, FI_CLAIM, FI_DISCARD (tagged only); FI_MULTI_RECV (untagged)
 };
 
 /// Counters of the core (owner thread writes; tests and stats read).
@@ -142,7 +149,8 @@ class RdmCore final : private PeerHost {
   /// -FI_EAGAIN when tx_ops sends are in progress.
   ssize_t send(const SendOp& op, uint64_t now) noexcept;
   /// fi_recv/fi_trecv(msg). 0; -FI_EAGAIN when rx_ops receives are posted; -FI_EINVAL for
-  /// PEEK/CLAIM/DISCARD on an untagged receive or DISCARD without PEEK or CLAIM.
+  /// PEEK/CLAIM/DISCARD on an untagged receive, DISCARD without PEEK or CLAIM, MULTI_RECV on a
+  /// tagged one or with a buffer shorter than min_multi_recv.
   ssize_t recv(const RecvOp& op, uint64_t now) noexcept;
   /// fi_cancel of a posted receive: completes it with FI_ECANCELED. 0 or -FI_ENOENT.
   int cancel(void* context) noexcept;
@@ -190,6 +198,8 @@ class RdmCore final : private PeerHost {
   bool expecting(const PeerState& p) const noexcept;
   void pump(PeerState& p, uint64_t now) noexcept;
   void pump_cts(uint64_t now) noexcept;
+  ssize_t post_multi(const RecvOp& op) noexcept;
+  void init_rx(uint32_t r, const RecvOp& op) noexcept;
   bool send_eager_segment(PeerState& p, uint32_t op, uint64_t now) noexcept;
   bool send_rdv_segment(PeerState& p, uint32_t op, uint64_t now) noexcept;
   void complete_tx(uint32_t op, int err) noexcept;
@@ -200,7 +210,14 @@ class RdmCore final : private PeerHost {
   void deliver_cts(PeerState& p, const wire::RdmHeader& h) noexcept;
   void deliver_rdv_data(PeerState& p, const wire::RdmHeader& h,
                         std::span<const uint8_t> d) noexcept;
-  uint32_t match_posted(fi_addr_t from, uint64_t tag, bool tagged) noexcept;
+  // The receive a message from `from` of `total` bytes goes to (a carved part of a multi-recv
+  // buffer), or kNone; *refuse when one matched but no receive op was free for the part.
+  uint32_t match_posted(fi_addr_t from, uint64_t tag, bool tagged, uint64_t total,
+                        bool* refuse) noexcept;
+  // Carves the next min(total, left) bytes of multi-recv buffer `parent` into a new receive op;
+  // kNone when none is free. Releases the parent (sets released) when less than min_multi_recv
+  // is left; the caller takes a released parent off the posted list.
+  uint32_t carve(uint32_t parent, uint64_t total) noexcept;
   void take_unexpected(uint32_t u, uint32_t rx) noexcept;
   void discard_unexpected(uint32_t u) noexcept;
   void free_unexpected(uint32_t u) noexcept;

@@ -289,3 +289,89 @@ TEST(RdmMatch, DiscardDropsEagerAndAnswersRendezvousWithAZeroGrant) {
       net.core(1).recv(trecv(none, &none, 0, ~uint64_t{0}, FI_ADDR_UNSPEC, FI_PEEK), net.now()), 0);
   EXPECT_EQ(net.node(1).done.back().err, FI_ENOMSG);
 }
+
+TEST(RdmMatch, MultiRecvPacksMessagesAndReleasesTheBuffer) {
+  Net net(2, test_config(), 29);
+  std::vector<uint8_t> buf(10000, 0xee);
+  RecvOp r;
+  r.buf = buf.data();
+  r.len = buf.size();
+  r.context = &buf;
+  r.flags = FI_MULTI_RECV;
+  ASSERT_EQ(net.core(1).recv(r, 0), 0);
+  std::vector<std::vector<uint8_t>> m;
+  for (int i = 0; i < 4; ++i) m.push_back(pattern(i, 3000));
+  for (auto& x : m) ASSERT_EQ(net.core(0).send(tsend(1, x, &x, 0, false), 0), 0);
+  settle(net, 1, 3);
+  auto& d = net.node(1).done;
+  ASSERT_EQ(d.size(), 3u);  // the fourth waits: the buffer was released after the third
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(d[i].context, &buf);
+    EXPECT_EQ(d[i].buf, buf.data() + 3000 * i);
+    EXPECT_EQ(d[i].len, 3000u);
+    EXPECT_TRUE(std::equal(m[i].begin(), m[i].end(), buf.begin() + 3000 * i));
+    EXPECT_EQ((d[i].flags & FI_MULTI_RECV) != 0, i == 2) << i;  // 1000 < min_multi_recv left
+  }
+  EXPECT_EQ(buf[9000], 0xee);
+  EXPECT_EQ(net.core(1).unexpected_in_use(), 1u);
+  EXPECT_EQ(net.core(1).rx_in_use(), 0u);
+}
+
+TEST(RdmMatch, MultiRecvTakesUnexpectedAndRendezvousMessagesThenCancel) {
+  Net net(2, test_config(), 30);
+  auto big = pattern(1, 20000), small = pattern(2, 100);
+  ASSERT_EQ(net.core(0).send(tsend(1, big, &big, 0, false), 0), 0);
+  ASSERT_EQ(net.core(0).send(tsend(1, small, &small, 0, false), 0), 0);
+  net.run([] { return false; }, 1'000'000);
+  std::vector<uint8_t> buf(30000);
+  RecvOp r;
+  r.buf = buf.data();
+  r.len = buf.size();
+  r.context = &buf;
+  r.flags = FI_MULTI_RECV;
+  ASSERT_EQ(net.core(1).recv(r, net.now()), 0);
+  settle(net, 1, 2);
+  auto& d = net.node(1).done;
+  // The eager one completes at once, the rendezvous one after its data: both in place.
+  EXPECT_TRUE(std::equal(big.begin(), big.end(), buf.begin()));
+  EXPECT_TRUE(std::equal(small.begin(), small.end(), buf.begin() + 20000));
+  for (auto& c : d) EXPECT_FALSE(c.flags & FI_MULTI_RECV);  // 9900 left: still posted
+  EXPECT_EQ(net.core(1).cancel(&buf), 0);
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_EQ(d[2].err, FI_ECANCELED);
+  EXPECT_TRUE(d[2].flags & FI_MULTI_RECV);
+  EXPECT_EQ(net.core(1).rx_in_use(), 0u);
+  // Bad uses.
+  r.len = 100;
+  EXPECT_EQ(net.core(1).recv(r, net.now()), -FI_EINVAL);  // shorter than min_multi_recv
+  r.len = buf.size();
+  r.match.tagged = true;
+  EXPECT_EQ(net.core(1).recv(r, net.now()), -FI_EINVAL);  // FI_MSG only
+}
+
+TEST(RdmMatch, MultiRecvCancelledWhileAMessageArrivesReleasesWithIt) {
+  CoreConfig cfg = test_config();
+  cfg.rel.window = 4;  // the data trickles in over several round trips
+  Net net(2, cfg, 31);
+  std::vector<uint8_t> buf(100000);
+  RecvOp r;
+  r.buf = buf.data();
+  r.len = buf.size();
+  r.context = &buf;
+  r.flags = FI_MULTI_RECV;
+  ASSERT_EQ(net.core(1).recv(r, 0), 0);
+  auto big = pattern(1, 60000);
+  ASSERT_EQ(net.core(0).send(tsend(1, big, &big, 0, false), 0), 0);
+  ASSERT_TRUE(net.run([&] { return net.core(1).reliability_stats().rx_packets > 5; }));
+  ASSERT_TRUE(net.node(1).done.empty());
+  EXPECT_EQ(net.core(1).cancel(&buf), 0);  // released; no completion yet
+  EXPECT_TRUE(net.node(1).done.empty());
+  settle(net, 1, 1);
+  const Completion& c = net.node(1).done[0];
+  EXPECT_EQ(c.err, 0);
+  EXPECT_EQ(c.len, 60000u);
+  EXPECT_TRUE(c.flags & FI_MULTI_RECV);
+  EXPECT_TRUE(std::equal(big.begin(), big.end(), buf.begin()));
+  EXPECT_EQ(net.core(1).rx_in_use(), 0u);
+  EXPECT_EQ(net.core(1).cancel(&buf), -FI_ENOENT);
+}
