@@ -26,6 +26,7 @@ struct RdmCore::TxOp {
   bool in_use = false;
   bool rendezvous = false;
   bool issued_all = false;  // every packet handed to the peer layer
+  bool rts_sent = false;
   bool granted_known = false;
   uint64_t next_off = 0;  // next byte to send
   uint64_t granted = 0;   // rendezvous: bytes the receiver granted
@@ -58,6 +59,8 @@ struct RdmCore::Unexp {
   bool tagged = false, has_data = false;
   bool claimed = false;
   bool discard = false;  // eager, still arriving: dropped when its last segment is in
+  bool dead = false;     // claimed, and will never be whole: its FI_CLAIM receive gets dead_err
+  int dead_err = 0;
   fi_addr_t from = FI_ADDR_NOTAVAIL;
   uint64_t tag = 0, data = 0;
   uint32_t msg_id = 0;
@@ -99,6 +102,8 @@ RdmCore::RdmCore(const CoreConfig& cfg, CoreSink* sink)
       unexp_free_(cfg.unexpected),
       unexp_mem_(new uint8_t[size_t{cfg.unexpected_slots} * cfg.eager_max]),
       unexp_slot_free_(cfg.unexpected_slots) {
+  // A peer we never talked to costs this, its RdmPeer included (and a pointer in peers_).
+  static_assert(sizeof(PeerState) <= 256, "cold per-peer state must stay small");
   shared_.host = this;
   shared_.cfg = cfg.rel;
   shared_.slots = &slots_;
@@ -114,7 +119,8 @@ Result<std::unique_ptr<RdmCore>> RdmCore::create(const CoreConfig& cfg, CoreSink
   if (sink == nullptr || cfg.seg_size == 0 || cfg.seg_size > wire::kMaxPayload ||
       cfg.max_msg_size > wire::kRdmMaxLength || cfg.eager_max > cfg.max_msg_size ||
       cfg.eager_max > (uint64_t{1} << 24) || cfg.tx_ops == 0 || cfg.tx_ops > 65536 ||
-      cfg.rx_ops == 0 || cfg.unexpected == 0 || cfg.unexpected_slots > cfg.unexpected)
+      cfg.rx_ops == 0 || cfg.unexpected == 0 || cfg.unexpected_slots > cfg.unexpected ||
+      cfg.min_multi_recv == 0)
     return Error{-FI_EINVAL, "rdm: bad configuration"};
   try {
     return std::unique_ptr<RdmCore>(new RdmCore(cfg, sink));
@@ -170,7 +176,7 @@ ssize_t RdmCore::send(const SendOp& op, uint64_t now) noexcept {
   t.msg_id = (uint32_t{t.gen} << 16) | i;
   t.in_use = true;
   t.rendezvous = op.len > cfg_.eager_max;
-  t.issued_all = t.granted_known = false;
+  t.issued_all = t.rts_sent = t.granted_known = false;
   t.next_off = t.granted = 0;
   t.unacked = 0;
   ++(t.rendezvous ? stats_.sent_rendezvous : stats_.sent_eager);
@@ -193,6 +199,7 @@ bool RdmCore::send_eager_segment(PeerState& p, uint32_t i, uint64_t now) noexcep
     if (p.rel.send(h, {}, i, now) != 0) return false;
     ++t.unacked;
     ++p.awaiting_cts;
+    t.rts_sent = true;
     p.sendq.pop_front(tx_);
     return true;
   }
@@ -526,7 +533,9 @@ void RdmCore::free_unexpected(uint32_t u) noexcept {
 
 void RdmCore::discard_unexpected(uint32_t u) noexcept {
   Unexp& e = unexp_[u];
-  if (e.rts) {
+  if (e.dead) {
+    free_unexpected(u);
+  } else if (e.rts) {
     queue_cts(e.from, e.msg_id, 0);  // a zero grant: the sender completes without sending data
     free_unexpected(u);
   } else if (e.complete()) {
@@ -560,7 +569,11 @@ void RdmCore::take_unexpected(uint32_t u, uint32_t r) noexcept {
   x.tagged = e.tagged;
   x.has_data = e.has_data;
   x.total = e.total;
-  if (e.rts) {
+  if (e.dead) {
+    const int err = e.dead_err;
+    free_unexpected(u);
+    complete_rx(r, err);
+  } else if (e.rts) {
     const uint32_t msg_id = e.msg_id;
     free_unexpected(u);
     start_rdv_rx(r, x.from, msg_id, x.total);
@@ -596,7 +609,10 @@ bool RdmCore::deliver(fi_addr_t peer, const RdmHeader& h, std::span<const uint8_
 bool RdmCore::deliver_eager(PeerState& p, const RdmHeader& h, std::span<const uint8_t> d) noexcept {
   const fi_addr_t from = p.rel.addr();
   if (h.offset == 0) {
-    if (p.cur_active) ++stats_.protocol_errors;  // a new message before the last one ended
+    if (p.cur_active) {  // a new message before the last one ended
+      ++stats_.protocol_errors;
+      abandon_cur(p, FI_EIO);
+    }
     const bool tagged = h.flags & wire::kRdmTagged;
     const bool has_data = h.flags & wire::kRdmCqData;
     uint32_t idx = kNone;
@@ -648,7 +664,8 @@ bool RdmCore::deliver_eager(PeerState& p, const RdmHeader& h, std::span<const ui
     p.cur_total = h.length;
     p.cur_received = 0;
   } else if (!p.cur_active || h.msg_id != p.cur_msg || h.offset != p.cur_received) {
-    ++stats_.protocol_errors;
+    ++stats_.protocol_errors;  // not the next segment of the current message
+    abandon_cur(p, FI_EIO);
     return true;
   }
 
@@ -684,6 +701,35 @@ bool RdmCore::deliver_eager(PeerState& p, const RdmHeader& h, std::span<const ui
     complete_rx(r, 0);
   }
   return true;
+}
+
+void RdmCore::abandon_cur(PeerState& p, int err) noexcept {
+  if (!p.cur_active) return;
+  p.cur_active = false;
+  const uint32_t idx = p.cur_idx;
+  if (idx == kNone) return;
+  if (!p.cur_unexp) {
+    complete_rx(idx, err);
+    return;
+  }
+  Unexp& e = unexp_[idx];
+  if (e.bound_rx != kNone) {
+    const uint32_t r = e.bound_rx;
+    free_unexpected(idx);
+    complete_rx(r, err);
+  } else if (e.discard) {
+    free_unexpected(idx);
+  } else if (e.claimed) {
+    e.dead = true;  // stays listed for its FI_CLAIM receive, which gets the error
+    e.dead_err = err;
+    if (e.slot != kNone) unexp_slot_free_.put(e.slot);
+    e.slot = kNone;
+  } else {
+    auto& list = e.tagged ? unexp_tagged_ : unexp_msg_;
+    auto [u, prev] = list.find(unexp_, [&](uint32_t k) { return k == idx; });
+    if (u != kNone) list.remove(unexp_, u, prev);
+    free_unexpected(idx);
+  }
 }
 
 bool RdmCore::deliver_rts(PeerState& p, const RdmHeader& h) noexcept {
@@ -733,7 +779,7 @@ void RdmCore::deliver_cts(PeerState& p, const RdmHeader& h) noexcept {
     return;
   }
   TxOp& t = tx_[i];
-  if (!t.in_use || t.msg_id != h.msg_id || t.op.dest != p.rel.addr() || !t.rendezvous ||
+  if (!t.in_use || t.msg_id != h.msg_id || t.op.dest != p.rel.addr() || !t.rts_sent ||
       t.granted_known) {
     ++stats_.protocol_errors;
     return;
@@ -759,7 +805,9 @@ void RdmCore::deliver_rdv_data(PeerState& p, const RdmHeader& h,
   }
   RxOp& x = rx_[r];
   if (h.offset != x.received || h.offset + d.size() > x.granted) {
-    ++stats_.protocol_errors;
+    ++stats_.protocol_errors;  // not the next granted bytes: the message is lost
+    p.rdv_rx.remove(rx_, r, prev);
+    complete_rx(r, FI_EIO);
     return;
   }
   copy_to_rx(x, h.offset, d);
@@ -825,16 +873,23 @@ void RdmCore::unreachable(fi_addr_t peer) noexcept {
   // Receives bound to its messages.
   p->rdv_rx.for_each(rx_, [&](uint32_t r) { complete_rx(r, FI_EHOSTUNREACH); });
   p->rdv_rx = {};
-  if (p->cur_active && p->cur_idx != kNone && !p->cur_unexp)
-    complete_rx(p->cur_idx, FI_EHOSTUNREACH);
-  p->cur_active = false;
+  abandon_cur(*p, FI_EHOSTUNREACH);
   // Its unexpected messages that will never be whole (complete eager ones stay receivable).
   for (auto* list : {&unexp_msg_, &unexp_tagged_}) {
     uint32_t prev = kNone;
     for (uint32_t u = list->front(); u != kNone;) {
       const uint32_t next = unexp_[u].next;
       Unexp& e = unexp_[u];
-      if (e.from == peer && !e.complete()) {
+      if (e.from == peer && !e.complete() && e.claimed) {
+        // Claimed (FI_PEEK|FI_CLAIM): kept until its FI_CLAIM receive, which gets the error.
+        if (!e.dead) {
+          e.dead = true;
+          e.dead_err = FI_EHOSTUNREACH;
+        }
+        if (e.slot != kNone) unexp_slot_free_.put(e.slot);
+        e.slot = kNone;
+        prev = u;
+      } else if (e.from == peer && !e.complete()) {
         list->remove(unexp_, u, prev);
         if (e.bound_rx != kNone) complete_rx(e.bound_rx, FI_EHOSTUNREACH);
         free_unexpected(u);

@@ -98,7 +98,8 @@ struct Completion {
   size_t olen = 0;
 };
 
-/// What the core needs of the endpoint around it (owner thread only).
+/// What the core needs of the endpoint around it (owner thread only). The callbacks must not call
+/// back into the core (queue work and do it after the core call returns).
 class CoreSink {
  public:
   virtual ~CoreSink() = default;
@@ -221,6 +222,9 @@ class RdmCore final : private PeerHost {
   void take_unexpected(uint32_t u, uint32_t rx) noexcept;
   void discard_unexpected(uint32_t u) noexcept;
   void free_unexpected(uint32_t u) noexcept;
+  // Gives up the eager message being reassembled from `p` (the peer broke the protocol or died):
+  // its receive completes with `err`, its unexpected entry goes (or, claimed, fails its claim).
+  void abandon_cur(PeerState& p, int err) noexcept;
   void start_rdv_rx(uint32_t rx, fi_addr_t from, uint32_t msg_id, uint64_t total) noexcept;
   void complete_rx(uint32_t rx, int err) noexcept;
   void copy_to_rx(RxOp& r, uint64_t offset, std::span<const uint8_t> d) noexcept;

@@ -156,7 +156,9 @@ void RdmPeer::rtt_sample(uint64_t r) noexcept {
 }
 
 void RdmPeer::process_ack(const RdmHeader& h, uint64_t now) noexcept {
-  peer_window_ = std::min<uint16_t>(h.window, static_cast<uint16_t>(kRing));
+  // At least 1: a packet in flight keeps the RTO (and so liveness) running; a receiver without
+  // buffers says so with RNR, not with a zero window that would stall us with nothing to time.
+  peer_window_ = std::clamp<uint16_t>(h.window, 1, static_cast<uint16_t>(kRing));
   if (!hot_ || snd_una_ == snd_nxt_) return;
   if (seq_lt(snd_una_, h.ack)) {
     // Cumulative progress. Karn: sample the newest packet acked that was sent exactly once (and

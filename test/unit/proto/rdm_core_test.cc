@@ -444,3 +444,63 @@ TEST(RdmCore, BidirectionalStressBoundedInTime) {
   }
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
 }
+
+namespace {
+
+// A core alone, fed frames by hand (a peer that breaks the protocol).
+struct Capture final : CoreSink {
+  void transmit(fi_addr_t, const RdmHeader& h, std::span<const uint8_t> d) noexcept override {
+    EXPECT_EQ(dpfab::wire::rdm_validate(h, d.size()), dpfab::wire::RdmVerdict::kOk);
+    sent.push_back(h);
+  }
+  void complete(const Completion& c) noexcept override { done.push_back(c); }
+  std::vector<RdmHeader> sent;
+  std::vector<Completion> done;
+};
+
+RdmHeader eager_from_peer(uint32_t seq, uint32_t msg, uint64_t off, uint64_t len) {
+  RdmHeader h;
+  h.kind = dpfab::wire::RdmKind::kEager;
+  h.epoch = 77;
+  h.seq = seq;
+  h.window = 64;
+  h.msg_id = msg;
+  h.offset = off;
+  h.length = len;
+  return h;
+}
+
+}  // namespace
+
+TEST(RdmCore, AProtocolViolationFailsTheMessageNotTheEndpoint) {
+  Capture cap;
+  auto made = RdmCore::create(test_config(), &cap);
+  ASSERT_TRUE(made.ok());
+  RdmCore& core = *made.value();
+  ASSERT_EQ(core.add_peer(0), 0);
+  std::vector<uint8_t> a(100), b(100), c(100);
+  ASSERT_EQ(core.recv(recv_op(a, &a), 0), 0);
+  ASSERT_EQ(core.recv(recv_op(b, &b), 0), 0);
+  ASSERT_EQ(core.recv(recv_op(c, &c), 0), 0);
+  const uint8_t bytes[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  // The first segment of a 20-byte message, then a new message instead of its second half.
+  core.on_frame(0, eager_from_peer(0, 1, 0, 20), {bytes, 10}, 10);
+  core.on_frame(0, eager_from_peer(1, 2, 0, 10), {bytes, 10}, 20);
+  ASSERT_EQ(cap.done.size(), 2u);
+  EXPECT_EQ(cap.done[0].context, &a);
+  EXPECT_EQ(cap.done[0].err, FI_EIO);
+  EXPECT_EQ(cap.done[1].context, &b);
+  EXPECT_EQ(cap.done[1].err, 0);
+  // A segment that does not follow: the message it claims to continue is failed.
+  core.on_frame(0, eager_from_peer(2, 3, 0, 20), {bytes, 10}, 30);
+  core.on_frame(0, eager_from_peer(3, 3, 15, 20), {bytes, 5}, 40);
+  ASSERT_EQ(cap.done.size(), 3u);
+  EXPECT_EQ(cap.done[2].context, &c);
+  EXPECT_EQ(cap.done[2].err, FI_EIO);
+  EXPECT_EQ(core.stats().protocol_errors, 2u);
+  EXPECT_EQ(core.rx_in_use(), 0u);
+  // Frames from an address that is not a peer are counted and dropped.
+  core.on_frame(5, eager_from_peer(0, 1, 0, 10), {bytes, 10}, 50);
+  EXPECT_EQ(core.stats().unknown_peer, 1u);
+  EXPECT_FALSE(core.peer(0)->unreachable());
+}

@@ -375,3 +375,29 @@ TEST(RdmMatch, MultiRecvCancelledWhileAMessageArrivesReleasesWithIt) {
   EXPECT_EQ(net.core(1).rx_in_use(), 0u);
   EXPECT_EQ(net.core(1).cancel(&buf), -FI_ENOENT);
 }
+
+TEST(RdmMatch, AClaimedMessageFromADeadPeerFailsItsClaim) {
+  Net net(2, test_config(), 32);
+  auto big = pattern(1, 50000), ping = pattern(2, 10);
+  ASSERT_EQ(net.core(0).send(tsend(1, big, &big, 3), 0), 0);
+  net.run([] { return false; }, 1'000'000);
+  std::vector<uint8_t> none, r(50000);
+  int ctx = 0;
+  ASSERT_EQ(
+      net.core(1).recv(trecv(none, &ctx, 3, 0, FI_ADDR_UNSPEC, FI_PEEK | FI_CLAIM), net.now()), 0);
+  ASSERT_EQ(net.node(1).done.size(), 1u);
+  // The link dies; the receiver learns it when its own send to the sender runs out of retries.
+  net.cut(0, 1, true);
+  net.cut(1, 0, true);
+  ASSERT_EQ(net.core(1).send(tsend(0, ping, &ping, 0), net.now()), 0);
+  settle(net, 1, 2);
+  EXPECT_EQ(net.node(1).done[1].context, &ping);
+  EXPECT_EQ(net.node(1).done[1].err, FI_EHOSTUNREACH);
+  // The claimed message will never be whole: its FI_CLAIM receive completes with the error.
+  ASSERT_EQ(net.core(1).recv(trecv(r, &ctx, 0, 0, FI_ADDR_UNSPEC, FI_CLAIM), net.now()), 0);
+  ASSERT_EQ(net.node(1).done.size(), 3u);
+  EXPECT_EQ(net.node(1).done[2].context, &ctx);
+  EXPECT_EQ(net.node(1).done[2].err, FI_EHOSTUNREACH);
+  EXPECT_EQ(net.core(1).unexpected_in_use(), 0u);
+  EXPECT_EQ(net.core(1).rx_in_use(), 0u);
+}
