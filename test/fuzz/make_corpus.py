@@ -217,6 +217,63 @@ def rdm_corpus():
     }
 
 
+def core_recv(flags=0, len16=0, tag=0, ignore=0, src=3):
+    return struct.pack("!BBHBBB", 1, flags, len16, tag, ignore, src)
+
+
+def core_send(dest=0, length=100, tag=0, bits=0):
+    return struct.pack("!BB", 2, dest) + length.to_bytes(3, "big") + struct.pack("!BB", tag, bits)
+
+
+def core_time(us=100):
+    return struct.pack("!BH", 3, us)
+
+
+def core_frame(payload, peer=0):
+    return struct.pack("!BBH", 0, peer, len(payload)) + payload
+
+
+def core_rdm(**kw):
+    """An RDM payload (no dpfab header) from the fuzzed peer, epoch 7, nothing of ours acked."""
+    kw.setdefault("ack", 0)
+    kw.setdefault("sack", 0)
+    return rdm(**kw)[32:]
+
+
+def rdm_core_corpus():
+    """Scripts for the rdm-core target (rdm_core_fuzz.cc): one command byte, then arguments."""
+    eager = dict(kind=1, flags=0, tag=0, cq_data=0)
+    return {
+        "none--sends-then-silence": core_send(0, 100) + core_send(0, 10000) + core_send(1, 0)
+        + core_time() + core_time(1000),
+        "none--eager-from-peer-matches": core_recv(0, 7) + core_frame(core_rdm(**eager, seq=0))
+        + core_time(),
+        "none--eager-segments-reassembled": core_recv(0, 100)
+        + core_frame(core_rdm(**eager, seq=0, offset=0, length=24))
+        + core_frame(core_rdm(**eager, seq=1, offset=12, length=24)) + core_time(),
+        "none--out-of-order-and-duplicate": core_recv(0, 7)
+        + core_frame(core_rdm(**eager, seq=1, msg_id=2))
+        + core_frame(core_rdm(**eager, seq=0)) + core_frame(core_rdm(**eager, seq=0))
+        + core_time(),
+        "none--rts-unexpected-peek-claim": core_frame(core_rdm(kind=3, flags=2, tag=5,
+                                                               length=100000, data=b""))
+        + core_recv(1 | 2 | 4, 0, 5) + core_recv(1 | 4 | 32, 4096) + core_time()
+        + core_frame(core_rdm(kind=5, flags=0, tag=0, cq_data=0, seq=1, offset=0, length=100000))
+        + core_time(500),
+        "none--ack-with-zero-window": core_frame(core_rdm(kind=2, flags=0, seq=0, msg_id=0,
+                                                          body=False, data=b"", window=0))
+        + core_send(0, 100) + core_time(),
+        "none--cts-for-unknown-message": core_frame(core_rdm(kind=4, flags=0, tag=0, cq_data=0,
+                                                             msg_id=99, length=10, data=b""))
+        + core_time(),
+        "none--rnr-then-silence": core_send(0, 100)
+        + core_frame(core_rdm(kind=2, flags=4, seq=0, msg_id=0, body=False, data=b""))
+        + core_time(50),
+        "none--multi-recv": core_recv(16, 64) + core_frame(core_rdm(**eager, seq=0))
+        + core_frame(core_rdm(**eager, seq=1, msg_id=2)) + core_time() + struct.pack("!BB", 4, 0),
+    }
+
+
 def write(target, corpus):
     d = os.path.join(HERE, "corpus", target)
     shutil.rmtree(d, ignore_errors=True)
@@ -231,3 +288,4 @@ if __name__ == "__main__":
     write("decoder", decoder_corpus())
     write("arp", arp_corpus())
     write("rdm", rdm_corpus())
+    write("rdm-core", rdm_core_corpus())
