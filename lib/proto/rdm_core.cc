@@ -78,6 +78,7 @@ struct RdmCore::PeerState {
   IndexFifo<std::vector<TxOp>> rdvq;    // granted rendezvous sends with data still to go
   IndexFifo<std::vector<RxOp>> rdv_rx;  // receives waiting for kRdvData from this peer
   bool rdv_turn = false;                // alternates eager and rendezvous packets
+  bool active = false;                  // in RdmCore::active_
   uint32_t awaiting_cts = 0;            // our RTSs not yet answered
   // The eager message being reassembled from this peer (segments never interleave).
   bool cur_active = false;
@@ -133,7 +134,11 @@ int RdmCore::add_peer(fi_addr_t addr) noexcept {
   if (addr >= kMaxPeers) return -FI_EINVAL;
   try {
     if (addr >= peers_.size()) peers_.resize(addr + 1);
-    if (!peers_[addr]) peers_[addr] = std::make_unique<PeerState>(&shared_, addr);
+    if (!peers_[addr]) {
+      active_.reserve(peer_count_ + 1);
+      peers_[addr] = std::make_unique<PeerState>(&shared_, addr);
+      ++peer_count_;
+    }
   } catch (const std::bad_alloc&) {
     return -FI_ENOMEM;
   }
@@ -181,6 +186,7 @@ ssize_t RdmCore::send(const SendOp& op, uint64_t now) noexcept {
   t.unacked = 0;
   ++(t.rendezvous ? stats_.sent_rendezvous : stats_.sent_eager);
   p->sendq.push_back(tx_, i);
+  activate(*p);
   pump(*p, now);
   return 0;
 }
@@ -275,7 +281,10 @@ void RdmCore::pump_cts(uint64_t now) noexcept {
     h.kind = RdmKind::kCts;
     h.msg_id = c.msg_id;
     h.length = c.granted;
-    if (p->rel.can_send() && p->rel.send(h, {}, kNone, now) == 0) continue;
+    if (p->rel.can_send() && p->rel.send(h, {}, kNone, now) == 0) {
+      activate(*p);  // its RTO runs now
+      continue;
+    }
     cts_[keep++] = c;
   }
   cts_.resize(keep);
@@ -557,6 +566,7 @@ void RdmCore::start_rdv_rx(uint32_t r, fi_addr_t from, uint32_t msg_id, uint64_t
     complete_rx(r, 0);
   } else if (PeerState* p = state(from)) {
     p->rdv_rx.push_back(rx_, r);
+    activate(*p);  // we wait on it now (keepalive)
   }
 }
 
@@ -832,6 +842,7 @@ void RdmCore::on_frame(fi_addr_t src, const RdmHeader& h, std::span<const uint8_
     ++stats_.unknown_peer;
     return;
   }
+  activate(*p);
   p->rel.on_frame(h, d, now);
   pump_cts(now);
   pump(*p, now);
@@ -844,21 +855,35 @@ bool RdmCore::expecting(const PeerState& p) const noexcept {
 
 void RdmCore::progress(uint64_t now) noexcept {
   now_ = now;
-  for (auto& p : peers_) {
-    if (!p) continue;
+  // Only active peers: with thousands of AV entries the poll step must not visit them all.
+  for (PeerState* p : active_) {
     p->rel.poll(now);
     p->rel.keepalive(expecting(*p), now);
   }
   pump_cts(now);
-  for (auto& p : peers_)
-    if (p) pump(*p, now);
+  size_t keep = 0;
+  for (PeerState* p : active_) {
+    pump(*p, now);
+    if (p->rel.next_deadline() == UINT64_MAX && p->sendq.empty() && p->rdvq.empty() &&
+        !expecting(*p)) {
+      p->active = false;  // idle: nothing to time, send or wait for
+    } else {
+      active_[keep++] = p;
+    }
+  }
+  active_.resize(keep);
 }
 
 uint64_t RdmCore::next_deadline() const noexcept {
   uint64_t d = UINT64_MAX;
-  for (const auto& p : peers_)
-    if (p) d = std::min(d, p->rel.next_deadline());
+  for (const PeerState* p : active_) d = std::min(d, p->rel.next_deadline());
   return d;
+}
+
+void RdmCore::activate(PeerState& p) noexcept {
+  if (p.active) return;
+  p.active = true;
+  active_.push_back(&p);  // reserved to the number of peers in add_peer: no allocation
 }
 
 void RdmCore::unreachable(fi_addr_t peer) noexcept {

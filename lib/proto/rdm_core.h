@@ -52,6 +52,22 @@
 // endpoint's progress lock): every call, and every sink callback it makes, happens on the owner;
 // nothing here is atomic or locked. The driver serialises application calls with the progress
 // step.
+//
+// Wiring it into an endpoint (drivers/ofi and lib/progress, not done yet):
+//   - an RDM endpoint is a proto::Receiver on its own UDP port: deliver() decodes the RDM header
+//     (wire::decode_rdm on the frame's payload, counting rejects), maps the source to the AV's
+//     fi_addr (SourceLookup; unknown sources are dropped) and calls on_frame, then frees the mbuf
+//     (the core copies what it keeps); wire::type_accepted must then accept Type::kRdm, and
+//     DgramEndpoint::deliver should drop frames of any other type than kData;
+//   - CoreSink::transmit builds an mbuf: rdm_outer_header + encode_rdm + the data, encode_mbuf,
+//     Link::transmit; CoreSink::complete writes the CQ entry (err != 0: write_error) and bumps
+//     the counters; with FI_RM_ENABLED check would_fit before send/recv;
+//   - progress(now) runs in the poll step and, for sleeping endpoints, from the wakeup thread at
+//     next_deadline() (retransmission timers have no fd); `now` is CLOCK_MONOTONIC in ns;
+//   - add_peer on fi_av_insert (peer = the fi_addr index); seg_size = max_payload(mtu) -
+//     kRdmHeaderLen; getinfo advertises FI_EP_RDM, FI_MSG | FI_TAGGED | FI_SOURCE |
+//     FI_DIRECTED_RECV | FI_MULTI_RECV, msg_order FI_ORDER_SAS, comp_order FI_ORDER_NONE
+//     (a rendezvous receive completes after later eager ones), max_msg_size, inject_size.
 #pragma once
 
 #include <rdma/fabric.h>
@@ -197,6 +213,7 @@ class RdmCore final : private PeerHost {
   PeerState* state(fi_addr_t a) noexcept;
   // We wait on the peer: a CTS, or the rest of one of its messages.
   bool expecting(const PeerState& p) const noexcept;
+  void activate(PeerState& p) noexcept;
   void pump(PeerState& p, uint64_t now) noexcept;
   void pump_cts(uint64_t now) noexcept;
   ssize_t post_multi(const RecvOp& op) noexcept;
@@ -238,6 +255,10 @@ class RdmCore final : private PeerHost {
   uint64_t now_ = 0;  // the time of the call in progress (for callbacks from RdmPeer)
 
   std::vector<std::unique_ptr<PeerState>> peers_;  // by fi_addr
+  size_t peer_count_ = 0;
+  // Peers with something to time, send or wait for; progress() visits only these. Reserved to
+  // peer_count_ entries (a peer is in it at most once).
+  std::vector<PeerState*> active_;
   std::vector<TxOp> tx_;
   FreeList tx_free_;
   std::unique_ptr<uint8_t[]> inject_mem_;  // tx_ops * inject_size

@@ -504,3 +504,80 @@ TEST(RdmCore, AProtocolViolationFailsTheMessageNotTheEndpoint) {
   EXPECT_EQ(core.stats().unknown_peer, 1u);
   EXPECT_FALSE(core.peer(0)->unreachable());
 }
+
+TEST(RdmCore, ManyToOneOverALossyLinkKeepsEachSendersOrder) {
+  LinkModel m;
+  m.loss_ppm = 30'000;
+  m.dup_ppm = 20'000;
+  m.corrupt_ppm = 10'000;
+  m.jitter_ns = 30'000;
+  CoreConfig cfg = test_config();
+  cfg.rx_ops = 1024;
+  Net net(4, cfg, 77, m);
+  constexpr int kSenders = 3;
+  constexpr size_t kPer = 80;
+  // Any-source receives, posted up front: each message says who sent it and its index.
+  std::vector<std::vector<uint8_t>> rx(kSenders * kPer, std::vector<uint8_t>(40000));
+  for (auto& b : rx) ASSERT_EQ(net.core(0).recv(recv_op(b, &b), 0), 0);
+  std::vector<std::vector<uint8_t>> tx;
+  Rng r(77);
+  for (int s = 0; s < kSenders; ++s) {
+    for (size_t i = 0; i < kPer; ++i) {
+      auto b = pattern(s * 1000 + i, 16 + r.below(r.below(4) == 0 ? 30000 : 2000));
+      std::memcpy(b.data(), &s, sizeof(s));
+      std::memcpy(b.data() + 4, &i, sizeof(i));
+      tx.push_back(std::move(b));
+    }
+  }
+  std::vector<size_t> next(kSenders, 0);
+  auto pump = [&] {
+    for (int s = 0; s < kSenders; ++s) {
+      while (next[s] < kPer) {
+        auto& b = tx[s * kPer + next[s]];
+        if (net.core(s + 1).send(send_op(0, b, &b), net.now()) != 0) break;
+        ++next[s];
+      }
+    }
+  };
+  ASSERT_TRUE(net.run([&] {
+    pump();
+    return net.node(0).done.size() == kSenders * kPer;
+  }));
+  // In posting (= matching) order, each sender's messages appear in its sending order, intact.
+  std::vector<size_t> seen(kSenders, 0);
+  for (auto& b : rx) {
+    int s;
+    size_t i;
+    std::memcpy(&s, b.data(), sizeof(s));
+    std::memcpy(&i, b.data() + 4, sizeof(i));
+    ASSERT_TRUE(s >= 0 && s < kSenders);
+    ASSERT_EQ(i, seen[s]++) << "sender " << s;
+    const auto& t = tx[s * kPer + i];
+    ASSERT_TRUE(std::equal(t.begin(), t.end(), b.begin())) << s << "/" << i;
+  }
+  for (auto& c : net.node(0).done) {
+    EXPECT_EQ(c.err, 0);
+    int s;
+    std::memcpy(&s, static_cast<uint8_t*>(c.buf), sizeof(s));
+    EXPECT_EQ(c.src, static_cast<fi_addr_t>(s + 1));  // FI_SOURCE
+  }
+}
+
+TEST(RdmCore, IdlePeersCostTheProgressStepNothing) {
+  Capture cap;
+  auto made = RdmCore::create(test_config(), &cap);
+  ASSERT_TRUE(made.ok());
+  RdmCore& core = *made.value();
+  for (fi_addr_t a = 0; a < 20000; ++a) ASSERT_EQ(core.add_peer(a), 0);
+  EXPECT_EQ(core.next_deadline(), UINT64_MAX);
+  std::vector<uint8_t> b(10);
+  ASSERT_EQ(core.send(send_op(4321, b, &b), 100), 0);
+  EXPECT_EQ(core.next_deadline(), 100 + test_config().rel.rto_init_ns);
+  // A frame from another peer, acked after the delay; then both go idle again.
+  core.on_frame(17, eager_from_peer(0, 1, 0, 10), {b.data(), 10}, 200);
+  EXPECT_EQ(core.next_deadline(), 200 + test_config().rel.ack_delay_ns);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20000; ++i) core.progress(300);  // visiting every peer: 4e8 visits
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500));
+  EXPECT_FALSE(core.peer(4321)->unreachable());
+}
