@@ -81,20 +81,12 @@ bool RdmPeer::can_send() const noexcept {
   return !unreachable_ && !rnr_paused_ && snd_nxt_ - snd_una_ < send_window();
 }
 
-uint64_t RdmPeer::sack_bits() const noexcept {
-  if (!hot_) return 0;
-  uint64_t bits = 0;
-  for (uint32_t i = 0; i + 1 < sh_->cfg.window; ++i) {
-    uint32_t s = rcv_nxt_ + 1 + i;
-    if (hot_->rx_slot[s % kRing] >= 0) bits |= uint64_t{1} << i;
-  }
-  return bits;
-}
-
 void RdmPeer::fill_ack(RdmHeader& h) const noexcept {
   h.epoch = sh_->epoch;
   h.ack = rcv_nxt_;
-  h.sack = sack_bits();
+  // The window is at most 64, so the held packets (seqs rcv_nxt + 1 .. rcv_nxt + window - 1)
+  // fit the 64 SACK bits.
+  h.sack = held_;
   h.window = sh_->cfg.window;
 }
 
@@ -268,6 +260,7 @@ void RdmPeer::on_frame(const RdmHeader& h, std::span<const uint8_t> data, uint64
     ++sh_->stats.rx_no_slot;
   } else {
     ++sh_->stats.rx_out_of_order;
+    held_ |= uint64_t{1} << (s - rcv_nxt_ - 1);
     sh_->slots->header(slot) = h;
     sh_->slots->len(slot) = static_cast<uint32_t>(data.size());
     if (!data.empty()) std::memcpy(sh_->slots->data(slot), data.data(), data.size());
@@ -283,6 +276,7 @@ void RdmPeer::deliver_in_order(const RdmHeader& h, std::span<const uint8_t> data
     return;
   }
   ++rcv_nxt_;
+  held_ >>= 1;  // bit 0 was rcv_nxt + 1: now the next expected, held or not
   ++unacked_rx_;
   bool filled_hole = false;
   for (;;) {
@@ -301,6 +295,7 @@ void RdmPeer::deliver_in_order(const RdmHeader& h, std::span<const uint8_t> data
       return;
     }
     ++rcv_nxt_;
+    held_ >>= 1;
     ++unacked_rx_;
   }
   if (filled_hole || unacked_rx_ >= sh_->cfg.ack_every) {
@@ -321,6 +316,7 @@ void RdmPeer::declare_unreachable() noexcept {
       s = -1;
     }
   }
+  held_ = 0;
   sh_->host->unreachable(addr_);
 }
 

@@ -199,7 +199,6 @@ class RdmPeer {
 
   bool ensure_hot() noexcept;
   void fill_ack(wire::RdmHeader& h) const noexcept;
-  uint64_t sack_bits() const noexcept;
   void transmit_entry(TxEntry& e, uint64_t now) noexcept;
   void send_ack(uint64_t now, uint16_t flags) noexcept;
   void process_ack(const wire::RdmHeader& h, uint64_t now) noexcept;
@@ -216,6 +215,7 @@ class RdmPeer {
   uint32_t snd_una_ = 0;     // oldest unacknowledged seq
   uint32_t snd_nxt_ = 0;     // next seq to send
   uint32_t rcv_nxt_ = 0;     // next seq expected (our cumulative ack)
+  uint64_t held_ = 0;        // our SACK bits: bit i = seq rcv_nxt + 1 + i is held in a slot
   uint16_t peer_window_;     // the peer's last advertised window
   bool unreachable_ = false;
   bool rnr_paused_ = false;

@@ -103,7 +103,7 @@ void transfer(Net& net, const std::vector<size_t>& sizes, bool late = false) {
     if (m.tagged) {
       EXPECT_EQ(rx[i].tag, m.id);
     }
-    ASSERT_EQ(0, std::memcmp(m.rx.data(), m.tx.data(), m.tx.size())) << "message " << i;
+    ASSERT_TRUE(std::equal(m.tx.begin(), m.tx.end(), m.rx.begin())) << "message " << i;
     for (size_t k = m.tx.size(); k < m.rx.size(); ++k) ASSERT_EQ(m.rx[k], 0xee);
   }
   for (const auto& c : net.node(0).done) {
