@@ -57,8 +57,8 @@
 //   - an RDM endpoint is a proto::Receiver on its own UDP port: deliver() decodes the RDM header
 //     (wire::decode_rdm on the frame's payload, counting rejects), maps the source to the AV's
 //     fi_addr (SourceLookup; unknown sources are dropped) and calls on_frame, then frees the mbuf
-//     (the core copies what it keeps); wire::type_accepted must then accept Type::kRdm, and
-//     DgramEndpoint::deliver should drop frames of any other type than kData;
+//     (the core copies what it keeps); the decoder accepts Type::kRdm and DgramEndpoint drops
+//     it, so an RDM frame reaching a DGRAM port is counted (rx_not_dgram), not delivered;
 //   - CoreSink::transmit builds an mbuf: rdm_outer_header + encode_rdm + the data, encode_mbuf,
 //     Link::transmit; CoreSink::complete writes the CQ entry (err != 0: write_error) and bumps
 //     the counters; with FI_RM_ENABLED check would_fit before send/recv;

@@ -94,6 +94,8 @@ def decoder_corpus():
         "udp-checksum--wrong": frame(udp_ck=0x1234),
         "header-version--2": frame(version=2),
         "header-type--ack-reserved": frame(typ=2),
+        "header-type--8": frame(typ=8),
+        "data--rdm-type": frame(typ=7, flags=0, cq_data=0),
         "header-type--zero": frame(typ=0),
         "header-flags--unknown-bit": frame(flags=0x8000),
         "payload-length--plus-one": frame(plen=13),

@@ -2,11 +2,11 @@
 //
 // A simulated network for the RDM core (lib/proto/rdm_core.h): N nodes, each an RdmCore whose
 // frames go through a link with seeded loss, duplication, reordering (random delay) and bit
-// corruption, on a simulated clock. Frames travel as bytes: the dpfab header (write_header) and
-// the RDM header (encode_rdm) plus data, with a 64-bit checksum taken before corruption standing
-// in for the UDP checksum; the receiving side drops what fails it (as the frame decoder would)
-// and parses the rest with decode_rdm, exactly as the port path will. Deterministic: one seed, one
-// run.
+// corruption, on a simulated clock. Frames travel as the bytes a port sends: Ethernet, IPv4, UDP
+// and dpfab headers from wire::encode_frame (checksums computed) around the RDM header
+// (encode_rdm) and the data; the receiving side runs wire::decode_frame (a corrupted frame fails
+// its IPv4 or UDP checksum there) and wire::decode_rdm, as the port path will. Deterministic: one
+// seed, one run.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "proto/rdm_core.h"
+#include "wire/decoder.h"
+#include "wire/encoder.h"
 #include "wire/format.h"
 #include "wire/rdm.h"
 
@@ -39,12 +41,6 @@ struct Rng {
   uint64_t below(uint64_t n) { return n ? next() % n : 0; }
   bool chance(uint32_t ppm) { return below(1'000'000) < ppm; }
 };
-
-inline uint64_t fnv(const uint8_t* p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
-}
 
 struct LinkModel {
   uint32_t loss_ppm = 0, dup_ppm = 0, corrupt_ppm = 0;
@@ -96,25 +92,31 @@ class Net {
   void cut(int from, int to, bool down) { cut_[from * 64 + to] = down; }
 
   uint64_t frames_sent = 0, frames_dropped = 0, frames_corrupted = 0, frames_rejected = 0;
+  dpfab::wire::DecodeStats frame_stats;
   dpfab::wire::RdmDecodeStats decode_stats;
 
   void send(int from, int to, const RdmHeader& h, std::span<const uint8_t> data) {
     ++frames_sent;
-    const size_t hl = dpfab::wire::rdm_header_len(h.kind);
+    namespace w = dpfab::wire;
+    const size_t hl = w::rdm_header_len(h.kind);
     Frame f;
     f.from = from;
     f.to = to;
-    f.bytes.resize(dpfab::wire::kHeaderLen + hl + data.size());
-    const auto outer =
-        dpfab::wire::rdm_outer_header(static_cast<uint16_t>(from), static_cast<uint16_t>(to),
-                                      static_cast<uint32_t>(hl + data.size()));
-    dpfab::wire::write_header(f.bytes.data(), outer);
-    const int n =
-        dpfab::wire::encode_rdm({f.bytes.data() + dpfab::wire::kHeaderLen, hl}, h, data.size());
+    f.bytes.resize(w::kOverhead + hl + data.size());
+    const int n = w::encode_rdm({f.bytes.data() + w::kPayloadOffset, hl}, h, data.size());
     EXPECT_EQ(n, static_cast<int>(hl));
     if (!data.empty())
-      std::memcpy(f.bytes.data() + dpfab::wire::kHeaderLen + hl, data.data(), data.size());
-    f.sum = fnv(f.bytes.data(), f.bytes.size());
+      std::memcpy(f.bytes.data() + w::kPayloadOffset + hl, data.data(), data.size());
+    const auto outer = w::rdm_outer_header(static_cast<uint16_t>(from), static_cast<uint16_t>(to),
+                                           static_cast<uint32_t>(hl + data.size()));
+    w::Route route;
+    route.src_mac.addr_bytes[0] = route.dst_mac.addr_bytes[0] = 2;
+    route.src_mac.addr_bytes[5] = static_cast<uint8_t>(from + 1);
+    route.dst_mac.addr_bytes[5] = static_cast<uint8_t>(to + 1);
+    route.src_ip_be = __builtin_bswap32(0x0a000001u + static_cast<uint32_t>(from));
+    route.dst_ip_be = __builtin_bswap32(0x0a000001u + static_cast<uint32_t>(to));
+    route.src_port_be = route.dst_port_be = __builtin_bswap16(9228);
+    EXPECT_EQ(w::encode_frame(f.bytes, route, outer, static_cast<uint16_t>(frames_sent)), 0);
     if (cut_[from * 64 + to] || rng_.chance(model_.loss_ppm)) {
       ++frames_dropped;
       return;
@@ -155,23 +157,21 @@ class Net {
 
  private:
   struct Frame {
-    uint64_t at = 0, order = 0, sum = 0;
+    uint64_t at = 0, order = 0;
     int from = 0, to = 0;
     std::vector<uint8_t> bytes;
     bool operator>(const Frame& o) const { return at != o.at ? at > o.at : order > o.order; }
   };
 
   void arrive(const Frame& f) {
-    if (fnv(f.bytes.data(), f.bytes.size()) != f.sum) {  // the UDP checksum's job
-      ++frames_rejected;
+    dpfab::wire::Frame fr;
+    if (dpfab::wire::decode_frame(f.bytes, &fr, frame_stats) != dpfab::wire::Verdict::kData) {
+      ++frames_rejected;  // corrupted: a checksum or a header check caught it
       return;
     }
-    const auto outer = dpfab::wire::read_header(f.bytes.data());
-    std::span<const uint8_t> payload(f.bytes.data() + dpfab::wire::kHeaderLen,
-                                     f.bytes.size() - dpfab::wire::kHeaderLen);
     RdmHeader h;
     std::span<const uint8_t> data;
-    if (dpfab::wire::decode_rdm(outer, payload, &h, &data, decode_stats) !=
+    if (dpfab::wire::decode_rdm(fr.header, {fr.payload, fr.payload_len}, &h, &data, decode_stats) !=
         dpfab::wire::RdmVerdict::kOk) {
       ADD_FAILURE() << "a frame we sent did not decode";
       return;
