@@ -53,6 +53,9 @@ void RxSlotPool::put(int32_t i) noexcept { free_.push_back(i); }  // capacity re
 RdmPeer::RdmPeer(RdmShared* shared, fi_addr_t addr) noexcept
     : sh_(shared),
       addr_(addr),
+      snd_una_(shared->cfg.initial_seq),
+      snd_nxt_(shared->cfg.initial_seq),
+      rcv_nxt_(shared->cfg.initial_seq),
       peer_window_(shared->cfg.window),
       rto_(shared->cfg.rto_init_ns),
       rnr_backoff_(shared->cfg.rnr_backoff_min_ns) {

@@ -76,6 +76,9 @@ struct ReliabilityConfig {
   uint64_t rnr_backoff_max_ns = 20'000'000;
   /// Silence of a peer we wait on (keepalive()) before the first probe.
   uint64_t keepalive_ns = 100'000'000;
+  /// First sequence number of both directions; the same on every endpoint (there is no
+  /// handshake). Tests set it near 2^32 to cross the wrap.
+  uint32_t initial_seq = 0;
 };
 
 /// Returns 0 or -FI_EINVAL with a config the layer cannot run with.

@@ -184,6 +184,18 @@ TEST_P(RdmLossy, ExactlyOnceInOrderIntact) {
 
 INSTANTIATE_TEST_SUITE_P(Seeds, RdmLossy, ::testing::Values(11, 12, 13, 14));
 
+TEST(RdmCore, SequenceNumbersWrapOverALossyLink) {
+  LinkModel m;
+  m.loss_ppm = 50'000;
+  m.dup_ppm = 30'000;
+  m.jitter_ns = 30'000;
+  CoreConfig c = test_config();
+  c.rel.initial_seq = 0xffffffffu - 300;  // the wrap comes some 300 packets in
+  Net net(2, c, 15, m);
+  transfer(net, mixed_sizes(15, 60, 200000));
+  EXPECT_GT(net.core(0).reliability_stats().tx_packets, 600u);
+}
+
 TEST(RdmCore, UnexpectedMessagesThenBackPressure) {
   // Everything arrives before the receives: 16 unexpected buffers for 40 eager messages, so the
   // receiver refuses (RNR) and the senders back off until receives are posted: no loss, no

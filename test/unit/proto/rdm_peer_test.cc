@@ -61,9 +61,10 @@ ReliabilityConfig cfg() {
 }
 
 struct Side {
-  explicit Side(uint32_t epoch) : slots(32, 256) {
+  explicit Side(uint32_t epoch, uint32_t initial_seq = 0) : slots(32, 256) {
     sh.host = &host;
     sh.cfg = cfg();
+    sh.cfg.initial_seq = initial_seq;
     sh.epoch = epoch;
     sh.slots = &slots;
   }
@@ -73,7 +74,8 @@ struct Side {
 };
 
 struct Pair {
-  Side a{0xa}, b{0xb};
+  explicit Pair(uint32_t initial_seq = 0) : a(0xa, initial_seq), b(0xb, initial_seq) {}
+  Side a, b;
   RdmPeer pa{&a.sh, 1};  // a's view of b
   RdmPeer pb{&b.sh, 0};  // b's view of a
   uint64_t now = 1'000'000;
@@ -354,4 +356,22 @@ TEST(RdmPeer, KeepaliveProbesASilentPeerAndGivesUp) {
   }
   EXPECT_EQ(p.a.sh.stats.probes, 1u + cfg().max_retries);
   EXPECT_EQ(p.a.host.dead, 1);
+}
+
+TEST(RdmPeer, SequenceNumbersWrap) {
+  Pair p(0xfffffffe);
+  for (uint32_t i = 0; i < 6; ++i) ASSERT_EQ(p.send(i, static_cast<uint8_t>(i)), 0);
+  EXPECT_EQ(p.a.host.out[2].h.seq, 0u);  // ..., 0xfffffffe, 0xffffffff, 0, 1, ...
+  p.a_to_b({2, 3, 4, 5});                // the two before the wrap are lost
+  EXPECT_TRUE(p.b.host.delivered.empty());
+  EXPECT_EQ(p.b.host.out.back().h.ack, 0xfffffffeu);
+  EXPECT_EQ(p.b.host.out.back().h.sack, 0b11110u);  // seqs 0..3 = ack + 1 + {1..4}
+  p.b_to_a();                                       // fast retransmit of both holes
+  EXPECT_EQ(p.a.sh.stats.tx_fast_retransmits, 2u);
+  p.a_to_b();
+  ASSERT_EQ(p.b.host.delivered.size(), 6u);
+  for (uint32_t i = 0; i < 6; ++i) EXPECT_EQ(p.b.host.delivered[i].h.seq, 0xfffffffeu + i);
+  p.b_to_a();
+  EXPECT_EQ(p.pa.in_flight(), 0u);
+  EXPECT_EQ(p.a.host.acks, (std::vector<uint32_t>{0, 1, 2, 3, 4, 5}));
 }
