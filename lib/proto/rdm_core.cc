@@ -830,8 +830,10 @@ void RdmCore::deliver_rdv_data(PeerState& p, const RdmHeader& h,
 
 // ---- frames, timers, failure -------------------------------------------------------------------
 
-void RdmCore::transmit(fi_addr_t peer, const RdmHeader& h, std::span<const uint8_t> d) noexcept {
-  sink_->transmit(peer, h, d);
+bool RdmCore::transmit(fi_addr_t peer, const RdmHeader& h, std::span<const uint8_t> d) noexcept {
+  const bool ok = sink_->transmit(peer, h, d);
+  tx_blocked_ |= !ok;
+  return ok;
 }
 
 void RdmCore::on_frame(fi_addr_t src, const RdmHeader& h, std::span<const uint8_t> d,
@@ -855,6 +857,7 @@ bool RdmCore::expecting(const PeerState& p) const noexcept {
 
 void RdmCore::progress(uint64_t now) noexcept {
   now_ = now;
+  tx_blocked_ = false;  // set again below if the port still refuses
   // Only active peers: with thousands of AV entries the poll step must not visit them all.
   for (PeerState* p : active_) {
     p->rel.poll(now);
@@ -875,7 +878,7 @@ void RdmCore::progress(uint64_t now) noexcept {
 }
 
 uint64_t RdmCore::next_deadline() const noexcept {
-  uint64_t d = UINT64_MAX;
+  uint64_t d = tx_blocked_ ? now_ + cfg_.tx_retry_ns : UINT64_MAX;
   for (const PeerState* p : active_) d = std::min(d, p->rel.next_deadline());
   return d;
 }

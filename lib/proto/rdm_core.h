@@ -97,6 +97,7 @@ struct CoreConfig {
   uint32_t reorder_slots = 1024;       ///< out-of-order packet copies, shared by all peers
   uint32_t inject_size = 64;
   uint64_t min_multi_recv = 1024;  ///< FI_OPT_MIN_MULTI_RECV
+  uint64_t tx_retry_ns = 2000;     ///< after the port refused a frame, try again this much later
   uint32_t epoch = 0;              ///< this instance's epoch; 0 picks a random one
 };
 
@@ -119,8 +120,9 @@ struct Completion {
 class CoreSink {
  public:
   virtual ~CoreSink() = default;
-  /// Sends one RDM frame (RDM header + data) to `peer`; a frame that cannot go is lost.
-  virtual void transmit(fi_addr_t peer, const wire::RdmHeader& h,
+  /// Sends one RDM frame (RDM header + data) to `peer`. @return false when the port did not
+  /// take it (PeerHost::transmit): the core retries after tx_retry_ns.
+  virtual bool transmit(fi_addr_t peer, const wire::RdmHeader& h,
                         std::span<const uint8_t> data) noexcept = 0;
   virtual void complete(const Completion& c) noexcept = 0;
 };
@@ -203,7 +205,7 @@ class RdmCore final : private PeerHost {
   RdmCore(const CoreConfig& cfg, CoreSink* sink);
 
   // PeerHost
-  void transmit(fi_addr_t peer, const wire::RdmHeader& h,
+  bool transmit(fi_addr_t peer, const wire::RdmHeader& h,
                 std::span<const uint8_t> data) noexcept override;
   bool deliver(fi_addr_t peer, const wire::RdmHeader& h,
                std::span<const uint8_t> data) noexcept override;
@@ -252,7 +254,8 @@ class RdmCore final : private PeerHost {
   RxSlotPool slots_;
   RdmShared shared_;
   CoreStats stats_;
-  uint64_t now_ = 0;  // the time of the call in progress (for callbacks from RdmPeer)
+  uint64_t now_ = 0;         // the time of the call in progress (for callbacks from RdmPeer)
+  bool tx_blocked_ = false;  // the port refused a frame since the last progress(): retry soon
 
   std::vector<std::unique_ptr<PeerState>> peers_;  // by fi_addr
   size_t peer_count_ = 0;

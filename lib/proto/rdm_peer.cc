@@ -93,14 +93,18 @@ void RdmPeer::fill_ack(RdmHeader& h) const noexcept {
   h.window = sh_->cfg.window;
 }
 
-void RdmPeer::transmit_entry(TxEntry& e, uint64_t now) noexcept {
+bool RdmPeer::transmit_entry(TxEntry& e, uint64_t now) noexcept {
   fill_ack(e.h);  // fresh ack fields on every (re)transmission
+  if (!sh_->host->transmit(addr_, e.h, {e.data, e.len})) {
+    ++sh_->stats.tx_refused;
+    return false;
+  }
   e.sent_ns = now;
   ++e.tx_count;
-  sh_->host->transmit(addr_, e.h, {e.data, e.len});
   // The frame carried our ack: no separate one is due.
   unacked_rx_ = 0;
   ack_deadline_ = UINT64_MAX;
+  return true;
 }
 
 int RdmPeer::send(const RdmHeader& proto, std::span<const uint8_t> data, uint32_t cookie,
@@ -117,21 +121,24 @@ int RdmPeer::send(const RdmHeader& proto, std::span<const uint8_t> data, uint32_
   e.tx_count = 0;
   e.sacked = false;
   e.fast_done = false;
+  if (!transmit_entry(e, now)) return -FI_EAGAIN;  // nothing recorded: the seq is still free
   ++snd_nxt_;
   if (rto_deadline_ == UINT64_MAX) rto_deadline_ = now + rto_;
   ++sh_->stats.tx_packets;
-  transmit_entry(e, now);
   return 0;
 }
 
 void RdmPeer::send_ack(uint64_t now, uint16_t flags) noexcept {
-  (void)now;
   RdmHeader h;
   h.kind = RdmKind::kAck;
   h.flags = flags;
   fill_ack(h);
+  if (!sh_->host->transmit(addr_, h, {})) {
+    ++sh_->stats.tx_refused;
+    ack_deadline_ = now + sh_->cfg.ack_delay_ns;  // try again
+    return;
+  }
   ++sh_->stats.tx_acks;
-  sh_->host->transmit(addr_, h, {});
   unacked_rx_ = 0;
   ack_deadline_ = UINT64_MAX;
 }
@@ -174,6 +181,9 @@ void RdmPeer::process_ack(const RdmHeader& h, uint64_t now) noexcept {
     }
     rto_deadline_ = snd_una_ == snd_nxt_ ? UINT64_MAX : now + rto_;
   }
+  // The packet at the cumulative ack has not arrived (or was refused), whatever an older SACK said:
+  // a receiver that refuses a packet it held drops it (it reneges on its SACK).
+  if (h.ack == snd_una_ && snd_una_ != snd_nxt_) hot_->tx[snd_una_ % kRing].sacked = false;
   if (h.flags & wire::kRdmRnr) {
     // The peer has the packets below h.ack and refused h.ack itself: resend it after a back-off.
     ++sh_->stats.rnr_received;
@@ -349,7 +359,7 @@ void RdmPeer::poll(uint64_t now) noexcept {
     rto_ = std::min(rto_ * 2, sh_->cfg.rto_max_ns);
     for (uint32_t s = snd_una_; s != snd_nxt_; ++s) {
       TxEntry& e = hot_->tx[s % kRing];
-      if (e.sacked) continue;
+      if (e.sacked && s != snd_una_) continue;  // the oldest goes again whatever its mark
       e.fast_done = false;
       ++sh_->stats.tx_retransmits;
       transmit_entry(e, now);

@@ -88,9 +88,10 @@ int validate(const ReliabilityConfig& c) noexcept;
 class PeerHost {
  public:
   virtual ~PeerHost() = default;
-  /// Sends one RDM frame to `peer`. A frame the port cannot take is simply lost (retransmission
-  /// recovers it).
-  virtual void transmit(fi_addr_t peer, const wire::RdmHeader& h,
+  /// Sends one RDM frame to `peer`. @return false when the port did not take it (TX queue full,
+  /// no mbuf): a new packet is then not sent at all (send() returns -FI_EAGAIN and the host
+  /// retries it soon), a retransmission waits for the next timer, an ack for the next packet.
+  virtual bool transmit(fi_addr_t peer, const wire::RdmHeader& h,
                         std::span<const uint8_t> data) noexcept = 0;
   /// The next in-order sequenced packet from `peer`. @return false to refuse it for lack of a
   /// buffer (the peer backs off and resends it), true when it was consumed.
@@ -128,6 +129,7 @@ class RxSlotPool {
 /// Per-endpoint counters of the reliability layer (owner thread writes; read for tests/stats).
 struct ReliabilityStats {
   uint64_t tx_packets = 0, tx_retransmits = 0, tx_fast_retransmits = 0, tx_acks = 0;
+  uint64_t tx_refused = 0;  ///< frames the port did not take
   uint64_t rx_packets = 0, rx_duplicates = 0, rx_out_of_order = 0, rx_beyond_window = 0;
   uint64_t rx_no_slot = 0, rx_refused = 0, rx_stale_epoch = 0, rx_bad_ack = 0;
   uint64_t rto_expiries = 0, rnr_received = 0, rtt_samples = 0, unreachable = 0, probes = 0;
@@ -160,7 +162,8 @@ class RdmPeer {
   /// ack fields are filled in. `data` must stay valid until acked(cookie) or unreachable().
   /// @return 0; -FI_EAGAIN when the window is full or the peer asked us to back off;
   ///         -FI_EHOSTUNREACH after the peer was declared unreachable; -FI_ENOMEM when the window
-  ///         state cannot be allocated.
+  ///         state cannot be allocated; -FI_EAGAIN too when the port did not take the frame (then
+  ///         nothing was sent and no seq was used).
   [[nodiscard]] int send(const wire::RdmHeader& proto, std::span<const uint8_t> data,
                          uint32_t cookie, uint64_t now) noexcept;
 
@@ -202,7 +205,7 @@ class RdmPeer {
 
   bool ensure_hot() noexcept;
   void fill_ack(wire::RdmHeader& h) const noexcept;
-  void transmit_entry(TxEntry& e, uint64_t now) noexcept;
+  bool transmit_entry(TxEntry& e, uint64_t now) noexcept;
   void send_ack(uint64_t now, uint16_t flags) noexcept;
   void process_ack(const wire::RdmHeader& h, uint64_t now) noexcept;
   void rtt_sample(uint64_t r) noexcept;

@@ -6,7 +6,8 @@
 //   1  recv     flags(1) len(2) tag(1) ignore(1) src(1): a receive (tagged, PEEK, CLAIM, DISCARD,
 //               MULTI_RECV chosen by flag bits)
 //   2  send     dest(1) len(3) tag(1) bits(1): a send (tagged, inject, remote CQ data)
-//   3  time     advance(2): progress after advance * 1 us
+//   3  time     advance(2): progress after (advance & 0x7fff) us; bit 15: the port refuses frames
+//               from now until the next time command
 //   4  cancel   which(1): fi_cancel of an earlier receive
 // Besides "no crash, no sanitizer report", it checks properties:
 //   - every frame the core sends passes rdm_validate (we never send what we would reject);
@@ -49,10 +50,12 @@ struct Op {
 class Sink final : public CoreSink {
  public:
   explicit Sink(std::vector<Op>* ops) : ops_(ops) {}
-  void transmit(fi_addr_t peer, const RdmHeader& h, std::span<const uint8_t> d) noexcept override {
+  bool transmit(fi_addr_t peer, const RdmHeader& h, std::span<const uint8_t> d) noexcept override {
     check(peer <= 1);
     check(dpfab::wire::rdm_validate(h, d.size()) == dpfab::wire::RdmVerdict::kOk);
+    return !refuse;
   }
+  bool refuse = false;  // the port's TX queue is full (toggled by the script)
   void complete(const Completion& c) noexcept override {
     const auto* base = ops_->data();
     const auto* op = static_cast<const Op*>(c.context);
@@ -206,7 +209,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       case 3:
         if (!in.take(2, &a)) break;
-        now += a * 1000;
+        sink.refuse = a & 0x8000;  // the port refuses frames until the next time command
+        now += (a & 0x7fff) * 1000;
         core.progress(now);
         break;
       case 4:
@@ -216,7 +220,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
 
-  // No hang: the peers are silent from now on.
+  // No hang: the peers are silent from now on (and the port takes frames again).
+  sink.refuse = false;
   for (int i = 0; i < 100000; ++i) {
     const uint64_t next = core.next_deadline();
     if (next == UINT64_MAX) break;

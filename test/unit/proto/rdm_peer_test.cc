@@ -26,11 +26,13 @@ struct Sent {
 
 class Host final : public PeerHost {
  public:
-  void transmit(fi_addr_t, const RdmHeader& h, std::span<const uint8_t> d) noexcept override {
+  bool transmit(fi_addr_t, const RdmHeader& h, std::span<const uint8_t> d) noexcept override {
+    if (refuse_tx) return false;
     out.push_back({h, {d.begin(), d.end()}});
+    return true;
   }
   bool deliver(fi_addr_t, const RdmHeader& h, std::span<const uint8_t> d) noexcept override {
-    if (refuse) return false;
+    if (refuse || h.seq == refuse_seq) return false;
     delivered.push_back({h, {d.begin(), d.end()}});
     return true;
   }
@@ -42,6 +44,8 @@ class Host final : public PeerHost {
   std::vector<uint32_t> acks;
   int dead = 0;
   bool refuse = false;
+  bool refuse_tx = false;   // the port's TX queue is full
+  int64_t refuse_seq = -1;  // refuse only this packet
 };
 
 ReliabilityConfig cfg() {
@@ -374,4 +378,50 @@ TEST(RdmPeer, SequenceNumbersWrap) {
   p.b_to_a();
   EXPECT_EQ(p.pa.in_flight(), 0u);
   EXPECT_EQ(p.a.host.acks, (std::vector<uint32_t>{0, 1, 2, 3, 4, 5}));
+}
+
+TEST(RdmPeer, APacketThePortRefusesIsNotSentAtAll) {
+  Pair p;
+  p.a.host.refuse_tx = true;
+  EXPECT_EQ(p.send(0), -FI_EAGAIN);
+  EXPECT_EQ(p.pa.in_flight(), 0u);
+  EXPECT_EQ(p.pa.next_deadline(), UINT64_MAX);  // no RTO for what never left
+  EXPECT_EQ(p.a.sh.stats.tx_refused, 1u);
+  p.a.host.refuse_tx = false;
+  ASSERT_EQ(p.send(0), 0);
+  EXPECT_EQ(p.a.host.out.back().h.seq, 0u);  // the seq was not used up
+  p.a_to_b();
+  ASSERT_EQ(p.b.host.delivered.size(), 1u);
+}
+
+TEST(RdmPeer, APacketSackedThenRefusedIsResentEvenWhenTheRnrIsLost) {
+  Pair p;
+  for (uint32_t i = 0; i < 3; ++i) ASSERT_EQ(p.send(i), 0);
+  p.a_to_b({1, 2});  // 0 lost; 1 and 2 held and SACKed
+  p.b_to_a();
+  // The RTO resends 0; b takes it, then refuses the held 1 (no buffer) and drops it: it reneges
+  // on its SACK. Its RNR ack is lost.
+  p.b.host.refuse_seq = 1;
+  p.now = p.pa.next_deadline();
+  p.pa.poll(p.now);
+  ASSERT_EQ(p.a.host.out.size(), 1u);  // 1 and 2 are SACKed: only 0 goes
+  p.a_to_b();
+  EXPECT_EQ(p.b.host.delivered.size(), 1u);
+  EXPECT_TRUE(p.b.host.out.back().h.flags & dpfab::wire::kRdmRnr);
+  p.b.host.out.clear();
+  // Next RTO: 0 again (not acked yet); b's answer, ack 1, tells a that 1 is missing after all.
+  p.b.host.refuse_seq = -1;
+  p.now = p.pa.next_deadline();
+  p.pa.poll(p.now);
+  p.a_to_b();
+  p.b_to_a();
+  EXPECT_EQ(p.pa.in_flight(), 2u);
+  // And 1 goes again at the next RTO although it was SACKed once.
+  p.now = p.pa.next_deadline();
+  p.pa.poll(p.now);
+  p.a_to_b();
+  ASSERT_EQ(p.b.host.delivered.size(), 3u);
+  p.b_to_a();
+  EXPECT_EQ(p.pa.in_flight(), 0u);
+  EXPECT_FALSE(p.pa.unreachable());
 }

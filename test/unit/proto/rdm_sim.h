@@ -44,6 +44,7 @@ struct Rng {
 
 struct LinkModel {
   uint32_t loss_ppm = 0, dup_ppm = 0, corrupt_ppm = 0;
+  uint32_t refuse_ppm = 0;  // the sender's port refuses the frame (TX queue full)
   uint64_t latency_ns = 10'000, jitter_ns = 0;  // jitter > 0 reorders
 };
 
@@ -52,7 +53,7 @@ class Net;
 class Node final : public CoreSink {
  public:
   Node(Net* net, int id) : net_(net), id_(id) {}
-  void transmit(fi_addr_t peer, const RdmHeader& h,
+  bool transmit(fi_addr_t peer, const RdmHeader& h,
                 std::span<const uint8_t> data) noexcept override;
   void complete(const Completion& c) noexcept override { done.push_back(c); }
 
@@ -92,10 +93,16 @@ class Net {
   void cut(int from, int to, bool down) { cut_[from * 64 + to] = down; }
 
   uint64_t frames_sent = 0, frames_dropped = 0, frames_corrupted = 0, frames_rejected = 0;
+  uint64_t frames_refused = 0;
   dpfab::wire::DecodeStats frame_stats;
   dpfab::wire::RdmDecodeStats decode_stats;
 
-  void send(int from, int to, const RdmHeader& h, std::span<const uint8_t> data) {
+  /// One frame from `from` to `to`; false when the (simulated) port refused it.
+  bool send(int from, int to, const RdmHeader& h, std::span<const uint8_t> data) {
+    if (rng_.chance(model_.refuse_ppm)) {
+      ++frames_refused;
+      return false;
+    }
     ++frames_sent;
     namespace w = dpfab::wire;
     const size_t hl = w::rdm_header_len(h.kind);
@@ -119,7 +126,7 @@ class Net {
     EXPECT_EQ(w::encode_frame(f.bytes, route, outer, static_cast<uint16_t>(frames_sent)), 0);
     if (cut_[from * 64 + to] || rng_.chance(model_.loss_ppm)) {
       ++frames_dropped;
-      return;
+      return true;
     }
     if (rng_.chance(model_.corrupt_ppm)) {
       ++frames_corrupted;
@@ -132,6 +139,7 @@ class Net {
       f.order = order_++;
       q_.push(f);
     }
+    return true;
   }
 
   /// Runs until `done()` holds or nothing is left to happen or `limit_ns` of simulated time
@@ -188,9 +196,9 @@ class Net {
   bool cut_[64 * 64] = {};
 };
 
-inline void Node::transmit(fi_addr_t peer, const RdmHeader& h,
+inline bool Node::transmit(fi_addr_t peer, const RdmHeader& h,
                            std::span<const uint8_t> data) noexcept {
-  net_->send(id_, static_cast<int>(peer), h, data);
+  return net_->send(id_, static_cast<int>(peer), h, data);
 }
 
 /// A config with simulated-time parameters that keep tests short.
