@@ -8,6 +8,8 @@
 #include <cstring>
 #include <new>
 #include <random>
+#include <stdexcept>
+#include <string>
 
 namespace dpfab::proto::rdm {
 
@@ -127,6 +129,8 @@ Result<std::unique_ptr<RdmCore>> RdmCore::create(const CoreConfig& cfg, CoreSink
     return std::unique_ptr<RdmCore>(new RdmCore(cfg, sink));
   } catch (const std::bad_alloc&) {
     return Error{-FI_ENOMEM, "rdm: out of memory"};
+  } catch (const std::exception& e) {  // std::random_device without an entropy source
+    return Error{-FI_EIO, std::string("rdm: ") + e.what()};
   }
 }
 

@@ -156,7 +156,8 @@ struct CoreStats {
 
 class RdmCore final : private PeerHost {
  public:
-  /// -FI_EINVAL for a config it cannot run with, -FI_ENOMEM.
+  /// -FI_EINVAL for a config it cannot run with, -FI_ENOMEM; -FI_EIO when epoch is 0 and no
+  /// random one can be had. Control path (allocates); throws nothing.
   static Result<std::unique_ptr<RdmCore>> create(const CoreConfig& cfg, CoreSink* sink);
   ~RdmCore() override;
 
