@@ -157,7 +157,7 @@ struct CoreStats {
 class RdmCore final : private PeerHost {
  public:
   /// -FI_EINVAL for a config it cannot run with, -FI_ENOMEM; -FI_EIO when epoch is 0 and no
-  /// random one can be had. Control path (allocates); throws nothing.
+  /// random one can be had. Control path (allocates); errors are returned, not thrown.
   static Result<std::unique_ptr<RdmCore>> create(const CoreConfig& cfg, CoreSink* sink);
   ~RdmCore() override;
 
