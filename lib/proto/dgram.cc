@@ -194,6 +194,10 @@ ssize_t DgramEndpoint::send(const iovec* iov, size_t count, const Destination& d
 }
 
 bool DgramEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
+  if (f.header.type != wire::Type::kData) {  // an RDM frame on our port (or group): not ours
+    bump(stats_.rx_not_dgram);
+    return false;
+  }
   bump(stats_.rx_frames);  // the RX owner only
   RecvDesc d;
   // In order: behind held-back frames; and only with CQ room (RM) and a posted receive.

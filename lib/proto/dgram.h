@@ -67,6 +67,7 @@ struct DgramStats {
   std::atomic<uint64_t> rx_held_limit{0};
   std::atomic<uint64_t> rx_cq_full{0};    ///< no CQ room and the backlog full: dropped
   std::atomic<uint64_t> rx_truncated{0};  ///< FI_ETRUNC completions
+  std::atomic<uint64_t> rx_not_dgram{0};  ///< frames of another type (RDM) sent to us: dropped
 };
 
 class DgramEndpoint final : public Receiver {

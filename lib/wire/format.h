@@ -87,11 +87,17 @@ enum class Type : uint8_t {
   kConnReq = 4,     ///< connection request
   kConnResp = 5,    ///< connection response
   kDisconnect = 6,  ///< connection teardown
+  /// FI_EP_RDM: the payload starts with the versioned RDM header (wire/rdm.h), which carries the
+  /// reliability state; this header's seq/ack/msg_id/cq_data/flags are 0 (wire::decode_rdm checks
+  /// them). DGRAM endpoints drop frames of any type but kData.
+  kRdm = 7,
 };
 
-/// Whether a receiver accepts frames of this type. The RDM issue adds its types here when it
-/// implements them; until then a reserved type is as unknown as any other value.
-constexpr bool type_accepted(uint8_t t) noexcept { return t == static_cast<uint8_t>(Type::kData); }
+/// Whether a receiver accepts frames of this type: kData and kRdm. The reserved types are as
+/// unknown as any other value until something implements them.
+constexpr bool type_accepted(uint8_t t) noexcept {
+  return t == static_cast<uint8_t>(Type::kData) || t == static_cast<uint8_t>(Type::kRdm);
+}
 
 /// Header flag bits (header bytes 2-3).
 enum Flag : uint16_t {

@@ -94,6 +94,8 @@ def decoder_corpus():
         "udp-checksum--wrong": frame(udp_ck=0x1234),
         "header-version--2": frame(version=2),
         "header-type--ack-reserved": frame(typ=2),
+        "header-type--8": frame(typ=8),
+        "data--rdm-type": frame(typ=7, flags=0, cq_data=0),
         "header-type--zero": frame(typ=0),
         "header-flags--unknown-bit": frame(flags=0x8000),
         "payload-length--plus-one": frame(plen=13),
@@ -169,6 +171,111 @@ def arp_corpus():
     return c
 
 
+def rdm(kind=1, flags=3, epoch=7, seq=5, ack=9, sack=6, window=64, reserved=0, msg_id=11,
+        offset=0, length=12, tag=0x1234, cq_data=0x55, data=b"hello dpfab!", version=1, body=True,
+        outer_type=7, outer_flags=0, outer_seq=0):
+    """One rdm fuzz input: the 32-byte dpfab header, then the RDM header (rdm.h) and data."""
+    r = struct.pack("!BBHIIIQHHI", version, kind, flags, epoch, seq, ack, sack, window, reserved,
+                    msg_id)
+    if body:
+        r += struct.pack("!QQQQ", offset, length, tag, cq_data)
+    r += data
+    outer = struct.pack("!BBHHHIIIIQ", 1, outer_type, outer_flags, 3, 7, len(r), outer_seq, 0, 0, 0)
+    return outer + r
+
+
+def rdm_corpus():
+    ack = dict(kind=2, flags=0, seq=0, msg_id=0, body=False, data=b"")
+    return {
+        "ok--eager-tagged": rdm(),
+        "ok--eager-middle-segment": rdm(flags=0, tag=0, cq_data=0, offset=100, length=112),
+        "ok--eager-empty": rdm(length=0, data=b""),
+        "ok--ack": rdm(**ack),
+        "ok--ack-rnr": rdm(**{**ack, "flags": 4}),
+        "ok--ack-request": rdm(**{**ack, "flags": 8}),
+        "flags--ack-request-on-eager": rdm(flags=8 | 3),
+        "ok--rts": rdm(kind=3, length=1 << 30, data=b""),
+        "ok--cts": rdm(kind=4, flags=0, tag=0, cq_data=0, length=1 << 20, data=b""),
+        "ok--rdv-data": rdm(kind=5, flags=0, tag=0, cq_data=0, offset=4096, length=1 << 20),
+        "outer-header--type-data": rdm(outer_type=1),
+        "outer-header--seq": rdm(outer_seq=1),
+        "truncated--common": rdm()[:32 + 20],
+        "truncated--body": rdm()[:32 + 40],
+        "version--2": rdm(version=2),
+        "kind--0": rdm(kind=0),
+        "kind--6": rdm(kind=6),
+        "flags--rnr-on-eager": rdm(flags=7),
+        "epoch--zero": rdm(epoch=0),
+        "reserved--set": rdm(reserved=1),
+        "ack-fields--seq": rdm(**{**ack, "seq": 1}),
+        "data-length--ack-with-data": rdm(**{**ack, "data": b"x"}),
+        "data-length--empty-segment": rdm(data=b""),
+        "length--huge": rdm(length=1 << 41),
+        "range--beyond-message": rdm(offset=1, length=12),
+        "range--offset-wraps": rdm(offset=(1 << 64) - 4, length=12),
+        "range--rts-offset": rdm(kind=3, offset=1, length=100, data=b""),
+        "tag-field--untagged": rdm(flags=1),
+        "cq-data-field--no-flag": rdm(flags=2),
+    }
+
+
+def core_recv(flags=0, len16=0, tag=0, ignore=0, src=3):
+    return struct.pack("!BBHBBB", 1, flags, len16, tag, ignore, src)
+
+
+def core_send(dest=0, length=100, tag=0, bits=0):
+    return struct.pack("!BB", 2, dest) + length.to_bytes(3, "big") + struct.pack("!BB", tag, bits)
+
+
+def core_time(us=100):
+    return struct.pack("!BH", 3, us)
+
+
+def core_frame(payload, peer=0):
+    return struct.pack("!BBH", 0, peer, len(payload)) + payload
+
+
+def core_rdm(**kw):
+    """An RDM payload (no dpfab header) from the fuzzed peer, epoch 7, nothing of ours acked."""
+    kw.setdefault("ack", 0)
+    kw.setdefault("sack", 0)
+    return rdm(**kw)[32:]
+
+
+def rdm_core_corpus():
+    """Scripts for the rdm-core target (rdm_core_fuzz.cc): one command byte, then arguments."""
+    eager = dict(kind=1, flags=0, tag=0, cq_data=0)
+    return {
+        "none--sends-then-silence": core_send(0, 100) + core_send(0, 10000) + core_send(1, 0)
+        + core_time() + core_time(1000),
+        "none--eager-from-peer-matches": core_recv(0, 7) + core_frame(core_rdm(**eager, seq=0))
+        + core_time(),
+        "none--eager-segments-reassembled": core_recv(0, 100)
+        + core_frame(core_rdm(**eager, seq=0, offset=0, length=24))
+        + core_frame(core_rdm(**eager, seq=1, offset=12, length=24)) + core_time(),
+        "none--out-of-order-and-duplicate": core_recv(0, 7)
+        + core_frame(core_rdm(**eager, seq=1, msg_id=2))
+        + core_frame(core_rdm(**eager, seq=0)) + core_frame(core_rdm(**eager, seq=0))
+        + core_time(),
+        "none--rts-unexpected-peek-claim": core_frame(core_rdm(kind=3, flags=2, tag=5,
+                                                               length=100000, data=b""))
+        + core_recv(1 | 2 | 4, 0, 5) + core_recv(1 | 4 | 32, 4096) + core_time()
+        + core_frame(core_rdm(kind=5, flags=0, tag=0, cq_data=0, seq=1, offset=0, length=100000))
+        + core_time(500),
+        "none--ack-with-zero-window": core_frame(core_rdm(kind=2, flags=0, seq=0, msg_id=0,
+                                                          body=False, data=b"", window=0))
+        + core_send(0, 100) + core_time(),
+        "none--cts-for-unknown-message": core_frame(core_rdm(kind=4, flags=0, tag=0, cq_data=0,
+                                                             msg_id=99, length=10, data=b""))
+        + core_time(),
+        "none--rnr-then-silence": core_send(0, 100)
+        + core_frame(core_rdm(kind=2, flags=4, seq=0, msg_id=0, body=False, data=b""))
+        + core_time(50),
+        "none--multi-recv": core_recv(16, 64) + core_frame(core_rdm(**eager, seq=0))
+        + core_frame(core_rdm(**eager, seq=1, msg_id=2)) + core_time() + struct.pack("!BB", 4, 0),
+    }
+
+
 def write(target, corpus):
     d = os.path.join(HERE, "corpus", target)
     shutil.rmtree(d, ignore_errors=True)
@@ -182,3 +289,5 @@ def write(target, corpus):
 if __name__ == "__main__":
     write("decoder", decoder_corpus())
     write("arp", arp_corpus())
+    write("rdm", rdm_corpus())
+    write("rdm-core", rdm_core_corpus())

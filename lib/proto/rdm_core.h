@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// RdmCore: the FI_EP_RDM protocol of one endpoint, without ports, mbufs or CQ rings: messages
+// (FI_MSG) and tagged messages (FI_TAGGED) of any size up to max_msg_size, reliable and in order
+// per peer, over the reliability layer of rdm_peer.h. Frames leave through CoreSink::transmit,
+// completions through CoreSink::complete; frames come in through on_frame and time through
+// progress(now). drivers/ofi maps fi_* calls onto send/recv/cancel and the sink onto frames and
+// CQ/counter writes.
+//
+// Messages. A message of at most eager_max bytes goes eagerly: kEager segments of seg_size bytes,
+// one message after the other (segments of two eager messages to one peer never interleave, so
+// the receiver reassembles one eager message per peer at a time, straight into the posted buffer
+// when a receive matched the first segment, else into an unexpected buffer). A larger message
+// uses a receiver-driven rendezvous: kRts carries tag, CQ data and length; the receiver answers
+// kCts with the bytes it grants once a receive matches (nothing big is buffered blindly: an
+// unmatched RTS costs one descriptor); the sender then sends the granted bytes as kRdvData
+// segments, which may interleave with later messages. A receive shorter than the message takes
+// what fits and completes with FI_ETRUNC (olen = the rest); the sender completes normally.
+//
+// Completion semantics. A send completes (FI_SEND, with FI_MSG or FI_TAGGED) when every packet
+// of it is acknowledged by the peer (FI_DELIVERY_COMPLETE-like for eager data; for rendezvous
+// after the granted data is acknowledged). FI_INJECT copies the data (at most inject_size) and
+// writes no completion. A receive completes (FI_RECV, FI_MSG/FI_TAGGED, FI_REMOTE_CQ_DATA when the
+// message had data) when all its bytes are in the buffer; src is the sender's fi_addr.
+//
+// Unexpected messages. An eager message with no matching receive is kept in one of
+// unexpected_slots buffers of eager_max bytes; with none free, its first packet is refused and
+// the sender backs off (RNR, rdm_peer.h): back-pressure, not loss. An RTS with no match keeps a
+// descriptor only (unexpected entries, also bounded, refused the same way when none is free).
+//
+// FI_PEEK / FI_CLAIM / FI_DISCARD (tagged receives, fi_tagged(3)): PEEK looks for an unexpected
+// message that matches without taking it and completes with its length, tag and data (buf NULL),
+// or with the error FI_ENOMSG; PEEK|CLAIM also reserves it for this context, which a later
+// receive with FI_CLAIM and the same context takes (its tag arguments are ignored); PEEK|DISCARD
+// and CLAIM|DISCARD drop the message (a rendezvous message is answered with a zero grant so its
+// sender completes) and complete with len 0.
+//
+// Errors. A peer declared unreachable (rdm_peer.h: retransmissions or keepalive probes
+// unanswered; probes run while we wait on a peer with nothing in flight: a CTS, the rest of a
+// message) completes every send to it and every receive bound to one of its messages with
+// FI_EHOSTUNREACH; later sends to it fail at once.
+//
+// FI_MULTI_RECV (FI_MSG receives): the buffer stays posted and each message it matches takes the
+// next bytes of it (a message longer than what is left is truncated); each completion points
+// into it (buf, len). Once less than min_multi_recv bytes are left the buffer is released, and
+// the last completion of a message placed in it carries FI_MULTI_RECV. fi_cancel releases it as
+// well (FI_ECANCELED with FI_MULTI_RECV when no message is still arriving into it).
+//
+// Not yet: iov (one buffer per operation), fi_cancel of sends, peer restart.
+//
+// Threading: one owner at a time (a progress lcore, or an application thread holding the
+// endpoint's progress lock): every call, and every sink callback it makes, happens on the owner;
+// nothing here is atomic or locked. The driver serialises application calls with the progress
+// step.
+//
+// Wiring it into an endpoint (drivers/ofi and lib/progress, not done yet):
+//   - an RDM endpoint is a proto::Receiver on its own UDP port: deliver() decodes the RDM header
+//     (wire::decode_rdm on the frame's payload, counting rejects), maps the source to the AV's
+//     fi_addr (SourceLookup; unknown sources are dropped) and calls on_frame, then frees the mbuf
+//     (the core copies what it keeps); the decoder accepts Type::kRdm and DgramEndpoint drops
+//     it, so an RDM frame reaching a DGRAM port is counted (rx_not_dgram), not delivered;
+//   - CoreSink::transmit builds an mbuf: rdm_outer_header + encode_rdm + the data, encode_mbuf,
+//     Link::transmit; CoreSink::complete writes the CQ entry (err != 0: write_error) and bumps
+//     the counters; with FI_RM_ENABLED check would_fit before send/recv;
+//   - progress(now) runs in the poll step and, for sleeping endpoints, from the wakeup thread at
+//     next_deadline() (retransmission timers have no fd); `now` is CLOCK_MONOTONIC in ns;
+//   - add_peer on fi_av_insert (peer = the fi_addr index); seg_size = max_payload(mtu) -
+//     kRdmHeaderLen; getinfo advertises FI_EP_RDM, FI_MSG | FI_TAGGED | FI_SOURCE |
+//     FI_DIRECTED_RECV | FI_MULTI_RECV, msg_order FI_ORDER_SAS, comp_order FI_ORDER_NONE
+//     (a rendezvous receive completes after later eager ones), max_msg_size, inject_size.
+#pragma once
+
+#include <rdma/fabric.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "common/result.h"
+#include "proto/rdm_match.h"
+#include "proto/rdm_peer.h"
+#include "wire/rdm.h"
+
+namespace dpfab::proto::rdm {
+
+struct CoreConfig {
+  ReliabilityConfig rel;
+  uint32_t seg_size = 1376;            ///< data bytes per packet (port payload - kRdmHeaderLen)
+  uint64_t eager_max = 16384;          ///< larger messages use rendezvous
+  uint64_t max_msg_size = 1ull << 30;  ///< larger sends fail with -FI_EMSGSIZE
+  uint32_t tx_ops = 256;               ///< sends in progress (<= 65536: msg ids)
+  uint32_t rx_ops = 256;               ///< receives posted or in progress
+  uint32_t unexpected = 512;           ///< unexpected message descriptors
+  uint32_t unexpected_slots = 64;      ///< buffers of eager_max bytes for unexpected eager data
+  uint32_t reorder_slots = 1024;       ///< out-of-order packet copies, shared by all peers
+  uint32_t inject_size = 64;
+  uint64_t min_multi_recv = 1024;  ///< FI_OPT_MIN_MULTI_RECV
+  uint64_t tx_retry_ns = 2000;     ///< after the port refused a frame, try again this much later
+  uint32_t epoch = 0;              ///< this instance's epoch; 0 picks a random one
+};
+
+/// One completion, in the terms of fi_cq_tagged_entry + fi_cq_err_entry. err is 0 or a positive
+/// FI_E* value (FI_ETRUNC, FI_ENOMSG, FI_ECANCELED, FI_EHOSTUNREACH).
+struct Completion {
+  void* context = nullptr;
+  uint64_t flags = 0;
+  size_t len = 0;
+  void* buf = nullptr;
+  uint64_t data = 0;
+  uint64_t tag = 0;
+  fi_addr_t src = FI_ADDR_NOTAVAIL;
+  int err = 0;
+  size_t olen = 0;
+};
+
+/// What the core needs of the endpoint around it (owner thread only). The callbacks must not call
+/// back into the core (queue work and do it after the core call returns).
+class CoreSink {
+ public:
+  virtual ~CoreSink() = default;
+  /// Sends one RDM frame (RDM header + data) to `peer`. @return false when the port did not
+  /// take it (PeerHost::transmit): the core retries after tx_retry_ns.
+  virtual bool transmit(fi_addr_t peer, const wire::RdmHeader& h,
+                        std::span<const uint8_t> data) noexcept = 0;
+  virtual void complete(const Completion& c) noexcept = 0;
+};
+
+struct SendOp {
+  fi_addr_t dest = 0;
+  const void* buf = nullptr;
+  size_t len = 0;
+  void* context = nullptr;
+  uint64_t tag = 0;   ///< tagged only
+  uint64_t data = 0;  ///< with has_data only
+  bool tagged = false;
+  bool has_data = false;   ///< fi_senddata: remote CQ data
+  bool inject = false;     ///< copy now, no completion
+  bool completion = true;  ///< write a completion on success (errors always complete)
+};
+
+struct RecvOp {
+  void* buf = nullptr;
+  size_t len = 0;
+  void* context = nullptr;
+  RecvMatch match;
+  uint64_t flags = 0;  ///< FI_PEEK, FI_CLAIM, FI_DISCARD (tagged only); FI_MULTI_RECV (untagged)
+};
+
+/// Counters of the core (owner thread writes; tests and stats read).
+struct CoreStats {
+  uint64_t sent_eager = 0, sent_rendezvous = 0, received = 0, truncated = 0;
+  uint64_t unexpected = 0, unexpected_refused = 0, protocol_errors = 0, unknown_peer = 0;
+};
+
+class RdmCore final : private PeerHost {
+ public:
+  /// -FI_EINVAL for a config it cannot run with, -FI_ENOMEM; -FI_EIO when epoch is 0 and no
+  /// random one can be had. Control path (allocates); errors are returned, not thrown.
+  static Result<std::unique_ptr<RdmCore>> create(const CoreConfig& cfg, CoreSink* sink);
+  ~RdmCore() override;
+
+  /// Makes `addr` a peer (control path; allocates). addr < 2^20. 0, -FI_EINVAL, -FI_ENOMEM.
+  int add_peer(fi_addr_t addr) noexcept;
+
+  /// fi_send/fi_tsend/.../inject. 0; -FI_EMSGSIZE beyond max_msg_size (inject_size for
+  /// inject); -FI_EINVAL for an unknown peer; -FI_EHOSTUNREACH when the peer is unreachable;
+  /// -FI_EAGAIN when tx_ops sends are in progress.
+  ssize_t send(const SendOp& op, uint64_t now) noexcept;
+  /// fi_recv/fi_trecv(msg). 0; -FI_EAGAIN when rx_ops receives are posted; -FI_EINVAL for
+  /// PEEK/CLAIM/DISCARD on an untagged receive, DISCARD without PEEK or CLAIM, MULTI_RECV on a
+  /// tagged one or with a buffer shorter than min_multi_recv.
+  ssize_t recv(const RecvOp& op, uint64_t now) noexcept;
+  /// fi_cancel of a posted receive: completes it with FI_ECANCELED. 0 or -FI_ENOENT.
+  int cancel(void* context) noexcept;
+
+  /// A decoded RDM frame from `src` (the AV's fi_addr of the frame's source).
+  void on_frame(fi_addr_t src, const wire::RdmHeader& h, std::span<const uint8_t> data,
+                uint64_t now) noexcept;
+  /// Timers and queued sends of every peer.
+  void progress(uint64_t now) noexcept;
+  /// Earliest time progress() has timer work, or UINT64_MAX.
+  uint64_t next_deadline() const noexcept;
+
+  const CoreStats& stats() const noexcept { return stats_; }
+  const ReliabilityStats& reliability_stats() const noexcept { return shared_.stats; }
+  const RdmPeer* peer(fi_addr_t a) const noexcept;
+  uint32_t epoch() const noexcept { return shared_.epoch; }
+  /// Sends and receives in progress (for tests: 0 when everything completed).
+  size_t tx_in_use() const noexcept;
+  size_t rx_in_use() const noexcept;
+  size_t unexpected_in_use() const noexcept;
+
+ private:
+  struct TxOp;
+  struct RxOp;
+  struct Unexp;
+  struct PeerState;
+  struct Cts {
+    fi_addr_t peer;
+    uint32_t msg_id;
+    uint64_t granted;
+  };
+
+  RdmCore(const CoreConfig& cfg, CoreSink* sink);
+
+  // PeerHost
+  bool transmit(fi_addr_t peer, const wire::RdmHeader& h,
+                std::span<const uint8_t> data) noexcept override;
+  bool deliver(fi_addr_t peer, const wire::RdmHeader& h,
+               std::span<const uint8_t> data) noexcept override;
+  void acked(fi_addr_t peer, uint32_t cookie) noexcept override;
+  void unreachable(fi_addr_t peer) noexcept override;
+
+  PeerState* state(fi_addr_t a) noexcept;
+  // We wait on the peer: a CTS, or the rest of one of its messages.
+  bool expecting(const PeerState& p) const noexcept;
+  void activate(PeerState& p) noexcept;
+  void pump(PeerState& p, uint64_t now) noexcept;
+  void pump_cts(uint64_t now) noexcept;
+  ssize_t post_multi(const RecvOp& op) noexcept;
+  void init_rx(uint32_t r, const RecvOp& op) noexcept;
+  bool send_eager_segment(PeerState& p, uint32_t op, uint64_t now) noexcept;
+  bool send_rdv_segment(PeerState& p, uint32_t op, uint64_t now) noexcept;
+  void complete_tx(uint32_t op, int err) noexcept;
+  void maybe_complete_tx(uint32_t op) noexcept;
+
+  bool deliver_eager(PeerState& p, const wire::RdmHeader& h, std::span<const uint8_t> d) noexcept;
+  bool deliver_rts(PeerState& p, const wire::RdmHeader& h) noexcept;
+  void deliver_cts(PeerState& p, const wire::RdmHeader& h) noexcept;
+  void deliver_rdv_data(PeerState& p, const wire::RdmHeader& h,
+                        std::span<const uint8_t> d) noexcept;
+  // The receive a message from `from` of `total` bytes goes to (a carved part of a multi-recv
+  // buffer), or kNone; *refuse when one matched but no receive op was free for the part.
+  uint32_t match_posted(fi_addr_t from, uint64_t tag, bool tagged, uint64_t total,
+                        bool* refuse) noexcept;
+  // Carves the next min(total, left) bytes of multi-recv buffer `parent` into a new receive op;
+  // kNone when none is free. Releases the parent (sets released) when less than min_multi_recv
+  // is left; the caller takes a released parent off the posted list.
+  uint32_t carve(uint32_t parent, uint64_t total) noexcept;
+  void take_unexpected(uint32_t u, uint32_t rx) noexcept;
+  void discard_unexpected(uint32_t u) noexcept;
+  void free_unexpected(uint32_t u) noexcept;
+  // Gives up the eager message being reassembled from `p` (the peer broke the protocol or died):
+  // its receive completes with `err`, its unexpected entry goes (or, claimed, fails its claim).
+  void abandon_cur(PeerState& p, int err) noexcept;
+  void start_rdv_rx(uint32_t rx, fi_addr_t from, uint32_t msg_id, uint64_t total) noexcept;
+  void complete_rx(uint32_t rx, int err) noexcept;
+  void copy_to_rx(RxOp& r, uint64_t offset, std::span<const uint8_t> d) noexcept;
+  void queue_cts(fi_addr_t peer, uint32_t msg_id, uint64_t granted) noexcept;
+
+  CoreConfig cfg_;
+  CoreSink* sink_;
+  RxSlotPool slots_;
+  RdmShared shared_;
+  CoreStats stats_;
+  uint64_t now_ = 0;         // the time of the call in progress (for callbacks from RdmPeer)
+  bool tx_blocked_ = false;  // the port refused a frame since the last progress(): retry soon
+
+  std::vector<std::unique_ptr<PeerState>> peers_;  // by fi_addr
+  size_t peer_count_ = 0;
+  // Peers with something to time, send or wait for; progress() visits only these. Reserved to
+  // peer_count_ entries (a peer is in it at most once).
+  std::vector<PeerState*> active_;
+  std::vector<TxOp> tx_;
+  FreeList tx_free_;
+  std::unique_ptr<uint8_t[]> inject_mem_;  // tx_ops * inject_size
+  std::vector<RxOp> rx_;
+  FreeList rx_free_;
+  IndexFifo<std::vector<RxOp>> posted_msg_, posted_tagged_;
+  std::vector<Unexp> unexp_;
+  FreeList unexp_free_;
+  IndexFifo<std::vector<Unexp>> unexp_msg_, unexp_tagged_;
+  std::unique_ptr<uint8_t[]> unexp_mem_;  // unexpected_slots * eager_max
+  FreeList unexp_slot_free_;
+  std::vector<Cts> cts_;  // pending CTS; reserved to rx_ops + unexpected (see queue_cts)
+};
+
+}  // namespace dpfab::proto::rdm

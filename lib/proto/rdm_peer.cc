@@ -1,0 +1,396 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "proto/rdm_peer.h"
+
+#include <rdma/fi_errno.h>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+namespace dpfab::proto::rdm {
+
+using wire::RdmHeader;
+using wire::RdmKind;
+using wire::seq_le;
+using wire::seq_lt;
+
+namespace {
+constexpr uint32_t kRing = 64;  // window entries; config window <= kRing
+}  // namespace
+
+int validate(const ReliabilityConfig& c) noexcept {
+  if (c.window == 0 || c.window > kRing) return -FI_EINVAL;
+  if (c.rto_min_ns == 0 || c.rto_min_ns > c.rto_max_ns) return -FI_EINVAL;
+  if (c.rto_init_ns < c.rto_min_ns || c.rto_init_ns > c.rto_max_ns) return -FI_EINVAL;
+  if (c.rnr_backoff_min_ns == 0 || c.rnr_backoff_min_ns > c.rnr_backoff_max_ns) return -FI_EINVAL;
+  if (c.ack_every == 0 || c.dupthresh == 0) return -FI_EINVAL;
+  if (c.keepalive_ns == 0) return -FI_EINVAL;
+  return 0;
+}
+
+// ---- RxSlotPool -----------------------------------------------------------------------------
+
+RxSlotPool::RxSlotPool(size_t count, size_t slot_bytes)
+    : slot_bytes_(slot_bytes),
+      bytes_(new uint8_t[count * slot_bytes]),
+      headers_(count),
+      lens_(count) {
+  free_.reserve(count);
+  for (size_t i = count; i-- > 0;) free_.push_back(static_cast<int32_t>(i));
+}
+
+int32_t RxSlotPool::get() noexcept {
+  if (free_.empty()) return -1;
+  int32_t i = free_.back();
+  free_.pop_back();
+  return i;
+}
+
+void RxSlotPool::put(int32_t i) noexcept { free_.push_back(i); }  // capacity reserved: no throw
+
+// ---- RdmPeer ----------------------------------------------------------------------------------
+
+RdmPeer::RdmPeer(RdmShared* shared, fi_addr_t addr) noexcept
+    : sh_(shared),
+      addr_(addr),
+      snd_una_(shared->cfg.initial_seq),
+      snd_nxt_(shared->cfg.initial_seq),
+      rcv_nxt_(shared->cfg.initial_seq),
+      peer_window_(shared->cfg.window),
+      rto_(shared->cfg.rto_init_ns),
+      rnr_backoff_(shared->cfg.rnr_backoff_min_ns) {
+  static_assert(sizeof(RdmPeer) <= 256, "cold per-peer state must stay small");
+}
+
+RdmPeer::~RdmPeer() {
+  if (!hot_) return;
+  for (int32_t& s : hot_->rx_slot)
+    if (s >= 0) sh_->slots->put(s);
+}
+
+bool RdmPeer::ensure_hot() noexcept {
+  if (hot_) return true;
+  hot_.reset(new (std::nothrow) Hot);
+  if (!hot_) return false;
+  for (int32_t& s : hot_->rx_slot) s = -1;
+  return true;
+}
+
+uint32_t RdmPeer::send_window() const noexcept {
+  return std::min<uint32_t>(sh_->cfg.window, peer_window_);
+}
+
+bool RdmPeer::can_send() const noexcept {
+  return !unreachable_ && !rnr_paused_ && snd_nxt_ - snd_una_ < send_window();
+}
+
+void RdmPeer::fill_ack(RdmHeader& h) const noexcept {
+  h.epoch = sh_->epoch;
+  h.ack = rcv_nxt_;
+  // The window is at most 64, so the held packets (seqs rcv_nxt + 1 .. rcv_nxt + window - 1)
+  // fit the 64 SACK bits.
+  h.sack = held_;
+  h.window = sh_->cfg.window;
+}
+
+bool RdmPeer::transmit_entry(TxEntry& e, uint64_t now) noexcept {
+  fill_ack(e.h);  // fresh ack fields on every (re)transmission
+  if (!sh_->host->transmit(addr_, e.h, {e.data, e.len})) {
+    ++sh_->stats.tx_refused;
+    return false;
+  }
+  e.sent_ns = now;
+  ++e.tx_count;
+  // The frame carried our ack: no separate one is due.
+  unacked_rx_ = 0;
+  ack_deadline_ = UINT64_MAX;
+  return true;
+}
+
+int RdmPeer::send(const RdmHeader& proto, std::span<const uint8_t> data, uint32_t cookie,
+                  uint64_t now) noexcept {
+  if (unreachable_) return -FI_EHOSTUNREACH;
+  if (!can_send()) return -FI_EAGAIN;
+  if (!ensure_hot()) return -FI_ENOMEM;
+  TxEntry& e = hot_->tx[snd_nxt_ % kRing];
+  e.h = proto;
+  e.h.seq = snd_nxt_;
+  e.data = data.data();
+  e.len = static_cast<uint32_t>(data.size());
+  e.cookie = cookie;
+  e.tx_count = 0;
+  e.sacked = false;
+  e.fast_done = false;
+  if (!transmit_entry(e, now)) return -FI_EAGAIN;  // nothing recorded: the seq is still free
+  ++snd_nxt_;
+  if (rto_deadline_ == UINT64_MAX) rto_deadline_ = now + rto_;
+  ++sh_->stats.tx_packets;
+  return 0;
+}
+
+void RdmPeer::send_ack(uint64_t now, uint16_t flags) noexcept {
+  RdmHeader h;
+  h.kind = RdmKind::kAck;
+  h.flags = flags;
+  fill_ack(h);
+  if (!sh_->host->transmit(addr_, h, {})) {
+    ++sh_->stats.tx_refused;
+    ack_deadline_ = now + sh_->cfg.ack_delay_ns;  // try again
+    return;
+  }
+  ++sh_->stats.tx_acks;
+  unacked_rx_ = 0;
+  ack_deadline_ = UINT64_MAX;
+}
+
+void RdmPeer::rtt_sample(uint64_t r) noexcept {
+  // RFC 6298 2.2/2.3 with alpha = 1/8, beta = 1/4; G (clock granularity) taken as rto_min.
+  ++sh_->stats.rtt_samples;
+  if (srtt_ == 0) {
+    srtt_ = r ? r : 1;
+    rttvar_ = r / 2;
+  } else {
+    uint64_t diff = srtt_ > r ? srtt_ - r : r - srtt_;
+    rttvar_ = (3 * rttvar_ + diff) / 4;
+    srtt_ = (7 * srtt_ + r) / 8;
+  }
+  rto_ = std::clamp(srtt_ + 4 * rttvar_, sh_->cfg.rto_min_ns, sh_->cfg.rto_max_ns);
+}
+
+void RdmPeer::process_ack(const RdmHeader& h, uint64_t now) noexcept {
+  // At least 1: a packet in flight keeps the RTO (and so liveness) running; a receiver without
+  // buffers says so with RNR, not with a zero window that would stall us with nothing to time.
+  peer_window_ = std::clamp<uint16_t>(h.window, 1, static_cast<uint16_t>(kRing));
+  if (!hot_ || snd_una_ == snd_nxt_) return;
+  if (seq_lt(snd_una_, h.ack)) {
+    // Cumulative progress. Karn: sample the newest packet acked that was sent exactly once (and
+    // not SACKed before: its ack waited for a hole below it, which is not its round trip).
+    uint64_t sample = UINT64_MAX;
+    while (snd_una_ != h.ack) {
+      TxEntry& e = hot_->tx[snd_una_ % kRing];
+      if (e.tx_count == 1 && !e.sacked) sample = now - e.sent_ns;
+      ++snd_una_;
+      sh_->host->acked(addr_, e.cookie);
+    }
+    if (sample != UINT64_MAX) rtt_sample(sample);
+    timeouts_ = 0;
+    if (rnr_paused_) {
+      rnr_paused_ = false;
+      rnr_deadline_ = UINT64_MAX;
+      rnr_backoff_ = sh_->cfg.rnr_backoff_min_ns;
+    }
+    rto_deadline_ = snd_una_ == snd_nxt_ ? UINT64_MAX : now + rto_;
+  }
+  // The packet at the cumulative ack has not arrived (or was refused), whatever an older SACK said:
+  // a receiver that refuses a packet it held drops it (it reneges on its SACK).
+  if (h.ack == snd_una_ && snd_una_ != snd_nxt_) hot_->tx[snd_una_ % kRing].sacked = false;
+  if (h.flags & wire::kRdmRnr) {
+    // The peer has the packets below h.ack and refused h.ack itself: resend it after a back-off.
+    ++sh_->stats.rnr_received;
+    if (h.ack == snd_una_ && snd_una_ != snd_nxt_ && !rnr_paused_) {
+      rnr_paused_ = true;
+      rnr_deadline_ = now + rnr_backoff_;
+      rnr_backoff_ = std::min(rnr_backoff_ * 2, sh_->cfg.rnr_backoff_max_ns);
+      rto_deadline_ = UINT64_MAX;  // waiting on the receiver is not a loss
+    }
+    return;
+  }
+  // SACK: mark what arrived beyond the cumulative ack (a receiver may drop what it SACKed when it
+  // refuses it later, so a bit that is gone clears the mark again).
+  uint32_t highest = snd_una_;
+  bool any = false;
+  for (uint32_t s = snd_una_; seq_lt(s, snd_nxt_); ++s) {
+    uint32_t bit = s - h.ack - 1;  // seqs above h.ack only
+    if (!seq_lt(h.ack, s) || bit >= 64) continue;
+    TxEntry& e = hot_->tx[s % kRing];
+    e.sacked = (h.sack >> bit) & 1;
+    if (e.sacked) {
+      highest = s;
+      any = true;
+    }
+  }
+  if (!any || rnr_paused_) return;
+  // Fast retransmit: a hole with dupthresh SACKed packets above it, once per transmission.
+  uint32_t sacked_above = 0;
+  for (uint32_t s = highest; seq_le(snd_una_, s); --s) {
+    TxEntry& e = hot_->tx[s % kRing];
+    if (e.sacked) {
+      ++sacked_above;
+    } else if (sacked_above >= sh_->cfg.dupthresh && !e.fast_done) {
+      e.fast_done = true;
+      ++sh_->stats.tx_fast_retransmits;
+      transmit_entry(e, now);
+    }
+    if (s == snd_una_) break;
+  }
+}
+
+void RdmPeer::on_frame(const RdmHeader& h, std::span<const uint8_t> data, uint64_t now) noexcept {
+  if (unreachable_) return;
+  if (peer_epoch_ == 0) {
+    peer_epoch_ = h.epoch;
+  } else if (h.epoch != peer_epoch_) {
+    ++sh_->stats.rx_stale_epoch;
+    return;
+  }
+  // An ack of something we never sent is not from this conversation: drop the whole frame.
+  if (seq_lt(snd_nxt_, h.ack)) {
+    ++sh_->stats.rx_bad_ack;
+    return;
+  }
+  last_heard_ = now;
+  probes_ = 0;
+  probe_deadline_ = UINT64_MAX;
+  process_ack(h, now);
+  if (h.kind == RdmKind::kAck) {
+    if (h.flags & wire::kRdmAckReq) send_ack(now, 0);
+    return;
+  }
+
+  ++sh_->stats.rx_packets;
+  if (!ensure_hot()) return;  // as if lost
+  const uint32_t s = h.seq;
+  if (seq_lt(s, rcv_nxt_)) {
+    ++sh_->stats.rx_duplicates;
+    send_ack(now, 0);  // our ack was probably lost
+    return;
+  }
+  if (s - rcv_nxt_ >= sh_->cfg.window) {
+    ++sh_->stats.rx_beyond_window;
+    send_ack(now, 0);
+    return;
+  }
+  if (s == rcv_nxt_) {
+    deliver_in_order(h, data, now);
+    return;
+  }
+  // Out of order, inside the window: hold a copy until the hole fills.
+  int32_t& slot = hot_->rx_slot[s % kRing];
+  if (slot >= 0) {
+    ++sh_->stats.rx_duplicates;
+  } else if (data.size() > sh_->slots->slot_bytes() || (slot = sh_->slots->get()) < 0) {
+    slot = -1;
+    ++sh_->stats.rx_no_slot;
+  } else {
+    ++sh_->stats.rx_out_of_order;
+    held_ |= uint64_t{1} << (s - rcv_nxt_ - 1);
+    sh_->slots->header(slot) = h;
+    sh_->slots->len(slot) = static_cast<uint32_t>(data.size());
+    if (!data.empty()) std::memcpy(sh_->slots->data(slot), data.data(), data.size());
+  }
+  send_ack(now, 0);  // at once: the sender needs the SACK
+}
+
+void RdmPeer::deliver_in_order(const RdmHeader& h, std::span<const uint8_t> data,
+                               uint64_t now) noexcept {
+  if (!sh_->host->deliver(addr_, h, data)) {
+    ++sh_->stats.rx_refused;
+    send_ack(now, wire::kRdmRnr);
+    return;
+  }
+  ++rcv_nxt_;
+  held_ >>= 1;  // bit 0 was rcv_nxt + 1: now the next expected, held or not
+  ++unacked_rx_;
+  bool filled_hole = false;
+  for (;;) {
+    int32_t& slot = hot_->rx_slot[rcv_nxt_ % kRing];
+    if (slot < 0) break;
+    filled_hole = true;
+    const int32_t i = slot;
+    slot = -1;
+    const bool ok =
+        sh_->host->deliver(addr_, sh_->slots->header(i), {sh_->slots->data(i), sh_->slots->len(i)});
+    sh_->slots->put(i);
+    if (!ok) {
+      // Dropped: the sender's SACK mark goes with the next ack and it resends after the RNR wait.
+      ++sh_->stats.rx_refused;
+      send_ack(now, wire::kRdmRnr);
+      return;
+    }
+    ++rcv_nxt_;
+    held_ >>= 1;
+    ++unacked_rx_;
+  }
+  if (filled_hole || unacked_rx_ >= sh_->cfg.ack_every) {
+    send_ack(now, 0);
+  } else if (ack_deadline_ == UINT64_MAX) {
+    ack_deadline_ = now + sh_->cfg.ack_delay_ns;
+  }
+}
+
+void RdmPeer::declare_unreachable() noexcept {
+  unreachable_ = true;
+  ++sh_->stats.unreachable;
+  snd_una_ = snd_nxt_;
+  rto_deadline_ = ack_deadline_ = rnr_deadline_ = probe_deadline_ = UINT64_MAX;
+  if (hot_) {
+    for (int32_t& s : hot_->rx_slot) {
+      if (s >= 0) sh_->slots->put(s);
+      s = -1;
+    }
+  }
+  held_ = 0;
+  sh_->host->unreachable(addr_);
+}
+
+void RdmPeer::poll(uint64_t now) noexcept {
+  if (unreachable_) return;
+  if (now >= ack_deadline_) send_ack(now, 0);
+  if (now >= rnr_deadline_) {
+    rnr_deadline_ = UINT64_MAX;
+    rnr_paused_ = false;
+    if (snd_una_ != snd_nxt_) {
+      TxEntry& e = hot_->tx[snd_una_ % kRing];
+      ++sh_->stats.tx_retransmits;
+      transmit_entry(e, now);
+      rto_deadline_ = now + rto_;
+    }
+  }
+  if (now >= rto_deadline_) {
+    if (snd_una_ == snd_nxt_) {
+      rto_deadline_ = UINT64_MAX;
+      return;
+    }
+    ++sh_->stats.rto_expiries;
+    if (++timeouts_ > sh_->cfg.max_retries) {
+      declare_unreachable();
+      return;
+    }
+    rto_ = std::min(rto_ * 2, sh_->cfg.rto_max_ns);
+    for (uint32_t s = snd_una_; s != snd_nxt_; ++s) {
+      TxEntry& e = hot_->tx[s % kRing];
+      if (e.sacked && s != snd_una_) continue;  // the oldest goes again whatever its mark
+      e.fast_done = false;
+      ++sh_->stats.tx_retransmits;
+      transmit_entry(e, now);
+    }
+    rto_deadline_ = now + rto_;
+  }
+}
+
+void RdmPeer::keepalive(bool waiting, uint64_t now) noexcept {
+  if (unreachable_) return;
+  if (!waiting || snd_una_ != snd_nxt_) {  // nothing to wait on, or the RTO watches the peer
+    probes_ = 0;
+    probe_deadline_ = UINT64_MAX;
+    return;
+  }
+  if (probe_deadline_ == UINT64_MAX) probe_deadline_ = last_heard_ + sh_->cfg.keepalive_ns;
+  if (now < probe_deadline_) return;
+  if (probes_ >= sh_->cfg.max_retries) {
+    declare_unreachable();
+    return;
+  }
+  ++probes_;
+  ++sh_->stats.probes;
+  send_ack(now, wire::kRdmAckReq);
+  uint64_t wait = rto_;
+  for (uint32_t i = 0; i < probes_ && wait < sh_->cfg.rto_max_ns; ++i) wait *= 2;
+  probe_deadline_ = now + std::min(wait, sh_->cfg.rto_max_ns);
+}
+
+uint64_t RdmPeer::next_deadline() const noexcept {
+  return std::min({ack_deadline_, rnr_deadline_, rto_deadline_, probe_deadline_});
+}
+
+}  // namespace dpfab::proto::rdm

@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// The FI_EP_RDM reliability layer: one RdmPeer per remote endpoint, turning an unreliable,
+// reordering, duplicating frame link into a reliable, in-order stream of RDM packets (wire/rdm.h).
+// It knows nothing of mbufs, ports or completion queues: packets come in as (header, byte span)
+// and go out through PeerHost::transmit, and time is a number the caller passes in, so that the
+// whole protocol runs in a unit test over a simulated lossy link.
+//
+// Sending. Each sequenced packet gets the next seq (32 bits, wrapping) and stays in the send
+// window until it is cumulatively acknowledged; the window holds at most min(config window, the
+// peer's advertised window) <= 64 packets. A window entry keeps the header and a pointer to the
+// data (the caller keeps the bytes valid until PeerHost::acked), so a retransmission re-reads the
+// application's buffer: nothing is copied on the send side.
+//
+// Acknowledgement. Every packet carries the cumulative ack (next seq expected), a 64-bit SACK
+// bitmap of what arrived beyond it, and the receive window. A receiver acks at once when a packet
+// arrives out of order or twice (the sender needs the SACK), after ack_every in-order packets, and
+// otherwise after ack_delay (a delayed ack, unless a data packet carried it first).
+//
+// Retransmission. The RTO follows RFC 6298 (Jacobson's SRTT/RTTVAR, RTO = SRTT + 4 RTTVAR,
+// clamped to [rto_min, rto_max]), sampled only from packets sent once (Karn). When the RTO
+// expires without progress, every unacknowledged packet not SACKed is sent again and the RTO
+// doubles (exponential backoff, capped at rto_max); a packet with dupthresh SACKed packets above
+// it is retransmitted early once (fast retransmit). After max_retries consecutive expiries without
+// an ack the peer is declared unreachable: PeerHost::unreachable is called once, the window is
+// emptied and every later send fails with -FI_EHOSTUNREACH (no hang, no retry forever).
+//
+// Receiving. Duplicates (seq below the cumulative ack or already held) are dropped and counted;
+// packets beyond the window are dropped; out-of-order packets within it are copied into a slot of
+// the endpoint's shared RxSlotPool (no pool slot: dropped, the sender retransmits) and delivered
+// when the hole fills. Delivery is strictly in seq order (FI_ORDER_SAS and more).
+//
+// Flow control. PeerHost::deliver may refuse a packet (no buffer for an unexpected message): the
+// packet counts as not received, and an ack with kRdmRnr tells the sender to back off; the sender
+// pauses new packets and resends the refused one after rnr_backoff, doubling (capped) while it is
+// refused. RNR waits never count toward max_retries: a slow receiver is not a dead one.
+//
+// Liveness. Retransmissions detect a dead peer only while we have packets in flight. A host that
+// waits on a peer with nothing in flight (a sender waiting for a CTS, a receiver in the middle of a
+// message) calls keepalive(): the silent peer is probed with acks that request an ack
+// (kRdmAckReq), and declared unreachable after max_retries unanswered probes.
+//
+// Epochs. Each endpoint instance has a random non-zero epoch. A peer's epoch is learnt from its
+// first frame; frames with another epoch are dropped and counted (a restarted peer must be
+// removed from and re-inserted into the AV: not handled yet).
+//
+// Threading: an RdmPeer and its RdmShared are owned by the thread that owns the endpoint's
+// protocol state at the moment (a progress lcore, or an application thread holding the
+// endpoint's progress lock); nothing here is atomic. Callbacks into PeerHost are made on that
+// thread; they must not call back into the same peer (the host queues work and sends it after).
+#pragma once
+
+#include <rdma/fabric.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "wire/rdm.h"
+
+namespace dpfab::proto::rdm {
+
+/// Reliability parameters (per endpoint). Times in nanoseconds of the caller's clock.
+struct ReliabilityConfig {
+  uint16_t window = 64;  ///< packets in flight per peer and receive window; 1..64 (SACK bits)
+  uint64_t rto_init_ns = 1'000'000;
+  uint64_t rto_min_ns = 200'000;
+  uint64_t rto_max_ns = 200'000'000;
+  uint32_t max_retries = 10;  ///< consecutive RTO expiries without progress -> unreachable
+  uint64_t ack_delay_ns = 20'000;
+  uint32_t ack_every = 4;  ///< in-order packets that trigger an immediate ack
+  uint32_t dupthresh = 3;  ///< SACKed packets above a hole that trigger a fast retransmit
+  uint64_t rnr_backoff_min_ns = 50'000;
+  uint64_t rnr_backoff_max_ns = 20'000'000;
+  /// Silence of a peer we wait on (keepalive()) before the first probe.
+  uint64_t keepalive_ns = 100'000'000;
+  /// First sequence number of both directions; the same on every endpoint (there is no
+  /// handshake). Tests set it near 2^32 to cross the wrap.
+  uint32_t initial_seq = 0;
+};
+
+/// Returns 0 or -FI_EINVAL with a config the layer cannot run with.
+int validate(const ReliabilityConfig& c) noexcept;
+
+/// What a peer needs of its endpoint. Called on the protocol owner thread only.
+class PeerHost {
+ public:
+  virtual ~PeerHost() = default;
+  /// Sends one RDM frame to `peer`. @return false when the port did not take it (TX queue full,
+  /// no mbuf): a new packet is then not sent at all (send() returns -FI_EAGAIN and the host
+  /// retries it soon), a retransmission waits for the next timer, an ack for the next packet.
+  virtual bool transmit(fi_addr_t peer, const wire::RdmHeader& h,
+                        std::span<const uint8_t> data) noexcept = 0;
+  /// The next in-order sequenced packet from `peer`. @return false to refuse it for lack of a
+  /// buffer (the peer backs off and resends it), true when it was consumed.
+  virtual bool deliver(fi_addr_t peer, const wire::RdmHeader& h,
+                       std::span<const uint8_t> data) noexcept = 0;
+  /// The packet sent with cookie `cookie` is acknowledged (cumulatively): its data may go.
+  virtual void acked(fi_addr_t peer, uint32_t cookie) noexcept = 0;
+  /// `peer` stopped answering. Packets still in the window are dropped without acked(); the host
+  /// fails every operation involving the peer.
+  virtual void unreachable(fi_addr_t peer) noexcept = 0;
+};
+
+/// Copies of out-of-order packets, shared by the peers of one endpoint: `count` slots of a header
+/// and up to `slot_bytes` of data, allocated once. Owner thread only.
+class RxSlotPool {
+ public:
+  RxSlotPool(size_t count, size_t slot_bytes);
+  /// A free slot index, or -1.
+  int32_t get() noexcept;
+  void put(int32_t i) noexcept;
+  wire::RdmHeader& header(int32_t i) noexcept { return headers_[i]; }
+  uint8_t* data(int32_t i) noexcept { return bytes_.get() + static_cast<size_t>(i) * slot_bytes_; }
+  uint32_t& len(int32_t i) noexcept { return lens_[i]; }
+  size_t slot_bytes() const noexcept { return slot_bytes_; }
+  size_t available() const noexcept { return free_.size(); }
+
+ private:
+  size_t slot_bytes_;
+  std::unique_ptr<uint8_t[]> bytes_;
+  std::vector<wire::RdmHeader> headers_;
+  std::vector<uint32_t> lens_;
+  std::vector<int32_t> free_;  // reserved to count: put never allocates
+};
+
+/// Per-endpoint counters of the reliability layer (owner thread writes; read for tests/stats).
+struct ReliabilityStats {
+  uint64_t tx_packets = 0, tx_retransmits = 0, tx_fast_retransmits = 0, tx_acks = 0;
+  uint64_t tx_refused = 0;  ///< frames the port did not take
+  uint64_t rx_packets = 0, rx_duplicates = 0, rx_out_of_order = 0, rx_beyond_window = 0;
+  uint64_t rx_no_slot = 0, rx_refused = 0, rx_stale_epoch = 0, rx_bad_ack = 0;
+  uint64_t rto_expiries = 0, rnr_received = 0, rtt_samples = 0, unreachable = 0, probes = 0;
+};
+
+/// What the peers of one endpoint share.
+struct RdmShared {
+  PeerHost* host = nullptr;
+  ReliabilityConfig cfg;
+  uint32_t epoch = 1;  ///< ours, never 0
+  RxSlotPool* slots = nullptr;
+  ReliabilityStats stats;
+};
+
+/// One remote endpoint's reliability state. Cold (never sent to or heard from) it is this object
+/// only (<= 256 bytes); the window state is allocated on first use.
+class RdmPeer {
+ public:
+  RdmPeer(RdmShared* shared, fi_addr_t addr) noexcept;
+  ~RdmPeer();
+  RdmPeer(const RdmPeer&) = delete;
+  RdmPeer& operator=(const RdmPeer&) = delete;
+
+  fi_addr_t addr() const noexcept { return addr_; }
+  bool unreachable() const noexcept { return unreachable_; }
+  /// Whether send() would take a packet now (window open, no RNR pause, reachable).
+  bool can_send() const noexcept;
+
+  /// Sends a sequenced packet: `proto` gives kind, flags, msg_id and the body; seq, epoch and the
+  /// ack fields are filled in. `data` must stay valid until acked(cookie) or unreachable().
+  /// @return 0; -FI_EAGAIN when the window is full or the peer asked us to back off;
+  ///         -FI_EHOSTUNREACH after the peer was declared unreachable; -FI_ENOMEM when the window
+  ///         state cannot be allocated; -FI_EAGAIN too when the port did not take the frame (then
+  ///         nothing was sent and no seq was used).
+  [[nodiscard]] int send(const wire::RdmHeader& proto, std::span<const uint8_t> data,
+                         uint32_t cookie, uint64_t now) noexcept;
+
+  /// A decoded RDM frame from this peer (decode_rdm said kOk).
+  void on_frame(const wire::RdmHeader& h, std::span<const uint8_t> data, uint64_t now) noexcept;
+
+  /// Runs the timers (delayed ack, RNR resend, retransmission). Call at least by next_deadline().
+  void poll(uint64_t now) noexcept;
+  /// The earliest time poll() has work, or UINT64_MAX.
+  uint64_t next_deadline() const noexcept;
+
+  /// Liveness when nothing of ours is in flight (then the RTO covers it). `waiting`: the host
+  /// expects something from the peer (a CTS, the rest of a message). After keepalive_ns of
+  /// silence the peer is probed with an ack request (kRdmAckReq), again after the RTO doubling
+  /// as for retransmissions; max_retries probes unanswered declare it unreachable. A peer that
+  /// answers is alive however long it takes to post a receive. Call from the host's progress.
+  void keepalive(bool waiting, uint64_t now) noexcept;
+
+  /// Packets sent and not yet cumulatively acked.
+  uint32_t in_flight() const noexcept { return snd_nxt_ - snd_una_; }
+  uint64_t rto_ns() const noexcept { return rto_; }
+  uint64_t srtt_ns() const noexcept { return srtt_; }
+
+ private:
+  struct TxEntry {
+    wire::RdmHeader h;
+    const uint8_t* data;
+    uint32_t len;
+    uint32_t cookie;
+    uint64_t sent_ns;
+    uint16_t tx_count;
+    bool sacked;
+    bool fast_done;
+  };
+  struct Hot {
+    TxEntry tx[64];
+    int32_t rx_slot[64];  // out-of-order packets held, indexed seq % 64; -1 empty
+  };
+
+  bool ensure_hot() noexcept;
+  void fill_ack(wire::RdmHeader& h) const noexcept;
+  bool transmit_entry(TxEntry& e, uint64_t now) noexcept;
+  void send_ack(uint64_t now, uint16_t flags) noexcept;
+  void process_ack(const wire::RdmHeader& h, uint64_t now) noexcept;
+  void rtt_sample(uint64_t r) noexcept;
+  void deliver_in_order(const wire::RdmHeader& h, std::span<const uint8_t> data,
+                        uint64_t now) noexcept;
+  void declare_unreachable() noexcept;
+  uint32_t send_window() const noexcept;
+
+  RdmShared* sh_;
+  fi_addr_t addr_;
+  std::unique_ptr<Hot> hot_;
+  uint32_t peer_epoch_ = 0;  // 0 until the peer's first frame
+  uint32_t snd_una_ = 0;     // oldest unacknowledged seq
+  uint32_t snd_nxt_ = 0;     // next seq to send
+  uint32_t rcv_nxt_ = 0;     // next seq expected (our cumulative ack)
+  uint64_t held_ = 0;        // our SACK bits: bit i = seq rcv_nxt + 1 + i is held in a slot
+  uint16_t peer_window_;     // the peer's last advertised window
+  bool unreachable_ = false;
+  bool rnr_paused_ = false;
+  uint32_t timeouts_ = 0;    // consecutive RTO expiries without progress
+  uint32_t unacked_rx_ = 0;  // in-order packets received since our last ack
+  uint64_t srtt_ = 0, rttvar_ = 0, rto_;
+  uint64_t rto_deadline_ = UINT64_MAX;
+  uint64_t ack_deadline_ = UINT64_MAX;
+  uint64_t rnr_deadline_ = UINT64_MAX;
+  uint64_t rnr_backoff_;
+  uint64_t last_heard_ = 0;  // last valid frame from the peer
+  uint64_t probe_deadline_ = UINT64_MAX;
+  uint32_t probes_ = 0;  // unanswered keepalive probes
+};
+
+}  // namespace dpfab::proto::rdm

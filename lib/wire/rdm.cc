@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "wire/rdm.h"
+
+#include <cerrno>
+#include <iterator>
+
+namespace dpfab::wire {
+
+namespace {
+
+constexpr const char* kRdmVerdictNames[] = {
+    "ok",       "outer-header", "truncated",   "version", "kind",  "flags",     "epoch",
+    "reserved", "ack-fields",   "data-length", "length",  "range", "tag-field", "cq-data-field",
+};
+static_assert(std::size(kRdmVerdictNames) == static_cast<size_t>(RdmVerdict::kCount));
+
+bool kind_known(uint8_t k) noexcept { return k >= 1 && k <= kRdmKindMax; }
+
+}  // namespace
+
+const char* rdm_verdict_name(RdmVerdict v) noexcept {
+  auto i = static_cast<size_t>(v);
+  return i < std::size(kRdmVerdictNames) ? kRdmVerdictNames[i] : "?";
+}
+
+RdmVerdict rdm_validate(const RdmHeader& h, size_t data_len) noexcept {
+  if (h.version != kRdmVersion) return RdmVerdict::kVersion;
+  if (!kind_known(static_cast<uint8_t>(h.kind))) return RdmVerdict::kKind;
+  if ((h.flags & ~rdm_allowed_flags(h.kind)) != 0) return RdmVerdict::kFlags;
+  if (h.epoch == 0) return RdmVerdict::kEpoch;
+  if (h.reserved != 0) return RdmVerdict::kReserved;
+  if (!rdm_has_body(h.kind)) {
+    if (h.seq != 0 || h.msg_id != 0) return RdmVerdict::kAckFields;
+    if (data_len != 0) return RdmVerdict::kDataLength;
+    return RdmVerdict::kOk;
+  }
+  if (h.length > kRdmMaxLength) return RdmVerdict::kLength;
+  if (rdm_has_data(h.kind)) {
+    // Both are <= 2^40 here, so offset + data_len cannot wrap.
+    if (h.offset > h.length || data_len > h.length - h.offset) return RdmVerdict::kRange;
+    if (data_len == 0 && h.length != 0) return RdmVerdict::kDataLength;
+  } else {
+    if (data_len != 0) return RdmVerdict::kDataLength;
+    if (h.offset != 0) return RdmVerdict::kRange;
+  }
+  if (h.tag != 0 && !(h.flags & kRdmTagged)) return RdmVerdict::kTagField;
+  if (h.cq_data != 0 && !(h.flags & kRdmCqData)) return RdmVerdict::kCqDataField;
+  return RdmVerdict::kOk;
+}
+
+RdmVerdict decode_rdm(const Header& outer, std::span<const uint8_t> payload, RdmHeader* out,
+                      std::span<const uint8_t>* data, RdmDecodeStats& stats) noexcept {
+  auto verdict = [&]() noexcept -> RdmVerdict {
+    if (outer.type != Type::kRdm || outer.flags != 0 || outer.seq != 0 || outer.ack != 0 ||
+        outer.msg_id != 0 || outer.cq_data != 0)
+      return RdmVerdict::kOuterHeader;
+    if (payload.size() < kRdmCommonLen) return RdmVerdict::kTruncated;
+    const uint8_t* p = payload.data();
+    RdmHeader& h = *out;
+    h.version = p[0];
+    if (h.version != kRdmVersion) return RdmVerdict::kVersion;
+    if (!kind_known(p[1])) return RdmVerdict::kKind;
+    h.kind = static_cast<RdmKind>(p[1]);
+    const size_t hlen = rdm_header_len(h.kind);
+    if (payload.size() < hlen) return RdmVerdict::kTruncated;
+    h.flags = load_be16(p + 2);
+    h.epoch = load_be32(p + 4);
+    h.seq = load_be32(p + 8);
+    h.ack = load_be32(p + 12);
+    h.sack = load_be64(p + 16);
+    h.window = load_be16(p + 24);
+    h.reserved = load_be16(p + 26);
+    h.msg_id = load_be32(p + 28);
+    if (rdm_has_body(h.kind)) {
+      h.offset = load_be64(p + 32);
+      h.length = load_be64(p + 40);
+      h.tag = load_be64(p + 48);
+      h.cq_data = load_be64(p + 56);
+    } else {
+      h.offset = h.length = h.tag = h.cq_data = 0;
+    }
+    *data = payload.subspan(hlen);
+    return rdm_validate(h, data->size());
+  }();
+  stats.bump(verdict);
+  return verdict;
+}
+
+int encode_rdm(std::span<uint8_t> out, const RdmHeader& h, size_t data_len) noexcept {
+  if (rdm_validate(h, data_len) != RdmVerdict::kOk) return -EINVAL;
+  const size_t hlen = rdm_header_len(h.kind);
+  if (out.size() < hlen) return -ENOSPC;
+  uint8_t* p = out.data();
+  p[0] = h.version;
+  p[1] = static_cast<uint8_t>(h.kind);
+  store_be16(p + 2, h.flags);
+  store_be32(p + 4, h.epoch);
+  store_be32(p + 8, h.seq);
+  store_be32(p + 12, h.ack);
+  store_be64(p + 16, h.sack);
+  store_be16(p + 24, h.window);
+  store_be16(p + 26, h.reserved);
+  store_be32(p + 28, h.msg_id);
+  if (rdm_has_body(h.kind)) {
+    store_be64(p + 32, h.offset);
+    store_be64(p + 40, h.length);
+    store_be64(p + 48, h.tag);
+    store_be64(p + 56, h.cq_data);
+  }
+  return static_cast<int>(hlen);
+}
+
+}  // namespace dpfab::wire

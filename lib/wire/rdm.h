@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// The RDM header: what a reliable (FI_EP_RDM) frame carries after the dpfab header. A frame of
+// dpfab type Type::kRdm (format.h) has this payload:
+//
+//   dpfab payload = RDM header (32 bytes common part [+ 32 bytes body]) + data
+//
+// The dpfab header of an RDM frame carries no RDM state: its flags, seq, ack, msg_id and cq_data
+// are 0 (decode_rdm rejects anything else), so that the RDM layout is versioned on its own
+// (rdm_version) and can change without a new dpfab version.
+//
+// Common part, 32 bytes, every multi-byte field big-endian:
+//
+//   offset  size  field        meaning
+//        0     1  rdm_version  kRdmVersion (1); any other value is rejected
+//        1     1  kind         RdmKind; unknown kinds are rejected
+//        2     2  flags        RdmFlag bits; bits not allowed for the kind are rejected
+//        4     4  epoch        the sender's session (endpoint instance) id, never 0
+//        8     4  seq          sequence number in the sender's reliable stream to this receiver;
+//                              0 for kAck (acks are not sequenced)
+//       12     4  ack          cumulative ack: every seq < ack of the receiver's stream arrived
+//       16     8  sack         selective ack: bit i set = seq ack + 1 + i arrived (out of order)
+//       24     2  window       receive window: the sender of this frame accepts seqs < ack + window
+//       26     2  reserved     0
+//       28     4  msg_id       the sender's message id (kEager, kRts, kRdvData); for kCts the
+//                              message id of the *receiver of the CTS* being granted; 0 for kAck
+//
+// Body, 32 bytes, present for every kind but kAck:
+//
+//       32     8  offset       kEager/kRdvData: byte offset of this segment's data in the message;
+//                              0 for kRts and kCts
+//       40     8  length       kEager/kRdvData/kRts: the message's total length; kCts: the bytes
+//                              granted (<= the RTS length; 0 = discarded, send nothing)
+//       48     8  tag          kEager/kRts with kRdmTagged: the tag; 0 otherwise
+//       56     8  cq_data      kEager/kRts with kRdmCqData: remote CQ data; 0 otherwise
+//       64     n  data         kEager/kRdvData only: message bytes [offset, offset + n), n > 0
+//                              unless the message is empty; offset + n <= length
+//
+// Kinds: an eager message goes as kEager segments (the first one, offset 0, carries the matching
+// information and is what the receiver matches); a large message goes as kRts (no data), the
+// receiver answers kCts when a receive matches, and the sender then sends kRdvData segments of
+// the granted bytes. kAck is an unsequenced acknowledgement (the ack fields ride on every other
+// kind too); with kRdmRnr it says "seq `ack` arrived but there was no buffer for it: retry later";
+// with kRdmAckReq it asks for an ack at once (a liveness probe of a peer we wait on).
+//
+// Threading: the functions are reentrant; an RdmDecodeStats is written by one thread (counters.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "wire/counters.h"
+#include "wire/format.h"
+
+namespace dpfab::wire {
+
+inline constexpr uint8_t kRdmVersion = 1;
+inline constexpr size_t kRdmCommonLen = 32;
+inline constexpr size_t kRdmBodyLen = 32;
+inline constexpr size_t kRdmHeaderLen = kRdmCommonLen + kRdmBodyLen;  ///< with body
+/// Largest message length the wire accepts (2^40 bytes); endpoints advertise less.
+inline constexpr uint64_t kRdmMaxLength = uint64_t{1} << 40;
+
+enum class RdmKind : uint8_t {
+  kEager = 1,    ///< a segment of an eager message
+  kAck = 2,      ///< acknowledgement only (not sequenced)
+  kRts = 3,      ///< rendezvous request-to-send: matching information, no data
+  kCts = 4,      ///< rendezvous clear-to-send: the receiver grants `length` bytes of `msg_id`
+  kRdvData = 5,  ///< a segment of a granted rendezvous message
+};
+inline constexpr uint8_t kRdmKindMax = 5;
+
+enum RdmFlag : uint16_t {
+  kRdmCqData = 1u << 0,  ///< cq_data is meaningful (kEager, kRts)
+  kRdmTagged = 1u << 1,  ///< tagged message (fi_tsend): match on tag (kEager, kRts)
+  kRdmRnr = 1u << 2,     ///< kAck: seq `ack` was refused for lack of a buffer; back off
+  kRdmAckReq = 1u << 3,  ///< kAck: answer with an ack at once (a liveness probe)
+};
+
+/// Flags each kind may carry.
+constexpr uint16_t rdm_allowed_flags(RdmKind k) noexcept {
+  switch (k) {
+    case RdmKind::kEager:
+    case RdmKind::kRts:
+      return kRdmCqData | kRdmTagged;
+    case RdmKind::kAck:
+      return kRdmRnr | kRdmAckReq;
+    default:
+      return 0;
+  }
+}
+constexpr bool rdm_has_body(RdmKind k) noexcept { return k != RdmKind::kAck; }
+constexpr bool rdm_has_data(RdmKind k) noexcept {
+  return k == RdmKind::kEager || k == RdmKind::kRdvData;
+}
+/// Header bytes of a kind: 32 for kAck, 64 otherwise.
+constexpr size_t rdm_header_len(RdmKind k) noexcept {
+  return rdm_has_body(k) ? kRdmHeaderLen : kRdmCommonLen;
+}
+
+/// The RDM header in host byte order (see the table above).
+struct RdmHeader {
+  uint8_t version = kRdmVersion;
+  RdmKind kind = RdmKind::kAck;
+  uint16_t flags = 0;
+  uint32_t epoch = 0;
+  uint32_t seq = 0;
+  uint32_t ack = 0;
+  uint64_t sack = 0;
+  uint16_t window = 0;
+  uint16_t reserved = 0;
+  uint32_t msg_id = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint64_t tag = 0;
+  uint64_t cq_data = 0;
+
+  friend bool operator==(const RdmHeader&, const RdmHeader&) = default;
+};
+
+/// What decode_rdm made of a payload: kOk, or why it was rejected.
+enum class RdmVerdict : uint8_t {
+  kOk,
+  kOuterHeader,  ///< the dpfab header is not kRdm, or has flags/seq/ack/msg_id/cq_data set
+  kTruncated,    ///< shorter than the kind's header
+  kVersion,      ///< rdm_version != kRdmVersion
+  kKind,         ///< unknown kind
+  kFlags,        ///< a flag the kind may not carry
+  kEpoch,        ///< epoch 0
+  kReserved,     ///< reserved field not 0
+  kAckFields,    ///< kAck with seq or msg_id set
+  kDataLength,   ///< data after a kind that carries none, or an empty segment of a non-empty
+                 ///< message
+  kLength,       ///< length > kRdmMaxLength
+  kRange,        ///< segment beyond the message (offset + n > length), or kRts/kCts offset != 0
+  kTagField,     ///< tag set without kRdmTagged
+  kCqDataField,  ///< cq_data set without kRdmCqData
+  kCount
+};
+inline constexpr RdmVerdict kRdmFirstReject = RdmVerdict::kOuterHeader;
+
+/// "ok", "outer-header", ...; "?" out of range.
+const char* rdm_verdict_name(RdmVerdict v) noexcept;
+
+class RdmDecodeStats : public Counters<RdmVerdict> {
+ public:
+  uint64_t rejected() const noexcept { return sum_from(kRdmFirstReject); }
+};
+
+/// Checks `h` as decode_rdm would with `data_len` bytes of data after it, without counting.
+RdmVerdict rdm_validate(const RdmHeader& h, size_t data_len) noexcept;
+
+/// Decodes the RDM header at the start of `payload` (the dpfab payload of a frame whose dpfab
+/// header is `outer`). On kOk `*out` is the header and `*data` the bytes after it.
+/// @return the verdict, counted in `stats`. `*out`/`*data` are unspecified on a reject.
+RdmVerdict decode_rdm(const Header& outer, std::span<const uint8_t> payload, RdmHeader* out,
+                      std::span<const uint8_t>* data, RdmDecodeStats& stats) noexcept;
+
+/// Writes `h` (rdm_header_len(h.kind) bytes) at the start of `out`, for `data_len` bytes of data
+/// that the caller puts after it.
+/// @return the bytes written; -EINVAL if `h` with `data_len` would not pass rdm_validate (we
+///         never send what we would reject); -ENOSPC if `out` is too short. Nothing is written
+///         on error.
+[[nodiscard]] int encode_rdm(std::span<uint8_t> out, const RdmHeader& h, size_t data_len) noexcept;
+
+/// The dpfab header of an RDM frame to `dst_ep` from `src_ep` with `payload_len` bytes of dpfab
+/// payload (RDM header + data).
+constexpr Header rdm_outer_header(uint16_t src_ep, uint16_t dst_ep, uint32_t payload_len) noexcept {
+  Header h;
+  h.type = Type::kRdm;
+  h.src_ep = src_ep;
+  h.dst_ep = dst_ep;
+  h.payload_len = payload_len;
+  return h;
+}
+
+/// Sequence-number order with wrap-around (RFC 1982 style on 32 bits): a < b.
+constexpr bool seq_lt(uint32_t a, uint32_t b) noexcept { return static_cast<int32_t>(a - b) < 0; }
+constexpr bool seq_le(uint32_t a, uint32_t b) noexcept { return static_cast<int32_t>(a - b) <= 0; }
+
+}  // namespace dpfab::wire

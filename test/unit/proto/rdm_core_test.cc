@@ -1,0 +1,635 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// The RDM core end to end over the simulated network of rdm_sim.h: messages of every size class
+// (empty, one segment, segment boundaries, eager maximum, rendezvous, MiBs), exactly once, in
+// order and intact over a link that loses, duplicates, reorders and corrupts; unexpected messages
+// and receiver back-pressure (RNR); truncation; remote CQ data and the source address; inject;
+// cancel; size limits; retries exhausted -> error completions and no hang.
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include <chrono>
+#include <deque>
+
+#include "rdm_sim.h"
+
+using namespace rdm_sim;
+
+namespace {
+
+// One message on its way: sender's buffer, receiver's buffer.
+struct Msg {
+  uint64_t id;
+  std::vector<uint8_t> tx, rx;
+  bool tagged;
+};
+
+SendOp send_op(int dest, const std::vector<uint8_t>& b, void* ctx, bool tagged = false,
+               uint64_t tag = 0) {
+  SendOp s;
+  s.dest = dest;
+  s.buf = b.data();
+  s.len = b.size();
+  s.context = ctx;
+  s.tagged = tagged;
+  s.tag = tag;
+  return s;
+}
+
+RecvOp recv_op(std::vector<uint8_t>& b, void* ctx, bool tagged = false, uint64_t tag = 0,
+               uint64_t ignore = 0, fi_addr_t src = FI_ADDR_UNSPEC) {
+  RecvOp r;
+  r.buf = b.data();
+  r.len = b.size();
+  r.context = ctx;
+  r.match.tagged = tagged;
+  r.match.tag = tag;
+  r.match.ignore = ignore;
+  r.match.src = src;
+  return r;
+}
+
+// Sends `sizes` from node 0 to node 1 (receives posted first, or after when `late`), checks
+// exactly-once, in-order, intact delivery and one send completion each.
+void transfer(Net& net, const std::vector<size_t>& sizes, bool late = false) {
+  std::deque<Msg> msgs;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    msgs.push_back(
+        {i, pattern(i, sizes[i]), std::vector<uint8_t>(sizes[i] + 16, 0xee), (i % 3) == 1});
+  }
+  auto post = [&] {
+    for (auto& m : msgs)
+      ASSERT_EQ(net.core(1).recv(recv_op(m.rx, &m, m.tagged, m.id), net.now()), 0);
+  };
+  if (!late) post();
+  size_t sent = 0;
+  auto pump = [&] {  // keep the sender busy without exceeding tx_ops
+    while (sent < msgs.size()) {
+      auto& m = msgs[sent];
+      ssize_t rc = net.core(0).send(send_op(1, m.tx, &m, m.tagged, m.id), net.now());
+      if (rc == -FI_EAGAIN) return;
+      ASSERT_EQ(rc, 0);
+      ++sent;
+    }
+  };
+  pump();
+  if (late) {
+    net.run([&] { return false; }, 2'000'000);  // let them arrive unexpected
+    post();
+  }
+  const bool ok = net.run([&] {
+    pump();
+    return sent == msgs.size() && net.node(1).done.size() == msgs.size() &&
+           net.node(0).done.size() == msgs.size();
+  });
+  ASSERT_TRUE(ok) << "sent " << sent << " rx done " << net.node(1).done.size() << " tx done "
+                  << net.node(0).done.size() << " at " << net.now() << " unexp "
+                  << net.core(1).unexpected_in_use() << " rx " << net.core(1).rx_in_use()
+                  << " perr " << net.core(1).stats().protocol_errors << " refused "
+                  << net.core(1).stats().unexpected_refused << " dup "
+                  << net.core(1).reliability_stats().rx_duplicates << " unexp total "
+                  << net.core(1).stats().unexpected << " tx err0 " << net.node(0).done[0].err
+                  << " unreach " << net.core(0).reliability_stats().unreachable << "/"
+                  << net.core(1).reliability_stats().unreachable << " rto "
+                  << net.core(0).reliability_stats().rto_expiries << " probes "
+                  << net.core(0).reliability_stats().probes << "/"
+                  << net.core(1).reliability_stats().probes << " rnr "
+                  << net.core(0).reliability_stats().rnr_received << " badack "
+                  << net.core(0).reliability_stats().rx_bad_ack << "/"
+                  << net.core(1).reliability_stats().rx_bad_ack << " beyond "
+                  << net.core(1).reliability_stats().rx_beyond_window << " noslot "
+                  << net.core(1).reliability_stats().rx_no_slot << " rxrefused "
+                  << net.core(1).reliability_stats().rx_refused << " rx_packets "
+                  << net.core(1).reliability_stats().rx_packets << " tx_packets "
+                  << net.core(0).reliability_stats().tx_packets;
+  // Each receive completed once, with the message sent in its position (receives match in
+  // order; completions need not be: a rendezvous completes after eager messages sent later).
+  std::vector<Completion> rx(msgs.size());
+  for (const auto& c : net.node(1).done) {
+    const size_t i = static_cast<const Msg*>(c.context)->id;
+    ASSERT_EQ(rx[i].context, nullptr) << "message " << i << " completed twice";
+    rx[i] = c;
+  }
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    const Msg& m = msgs[i];
+    ASSERT_EQ(rx[i].context, &m) << i;
+    EXPECT_EQ(rx[i].err, 0) << i;
+    EXPECT_EQ(rx[i].len, m.tx.size()) << i;
+    EXPECT_EQ(rx[i].src, 0u);
+    EXPECT_EQ(rx[i].flags & (FI_RECV | FI_TAGGED | FI_MSG),
+              FI_RECV | (m.tagged ? FI_TAGGED : FI_MSG));
+    if (m.tagged) {
+      EXPECT_EQ(rx[i].tag, m.id);
+    }
+    ASSERT_TRUE(std::equal(m.tx.begin(), m.tx.end(), m.rx.begin())) << "message " << i;
+    for (size_t k = m.tx.size(); k < m.rx.size(); ++k) ASSERT_EQ(m.rx[k], 0xee);
+  }
+  for (const auto& c : net.node(0).done) {
+    EXPECT_EQ(c.err, 0);
+    EXPECT_TRUE(c.flags & FI_SEND);
+  }
+  EXPECT_EQ(net.core(0).tx_in_use(), 0u);
+  EXPECT_EQ(net.core(1).rx_in_use(), 0u);
+  EXPECT_EQ(net.core(1).unexpected_in_use(), 0u);
+  EXPECT_EQ(net.core(0).stats().protocol_errors + net.core(1).stats().protocol_errors, 0u);
+  EXPECT_EQ(net.decode_stats.rejected(), 0u);
+}
+
+std::vector<size_t> mixed_sizes(uint64_t seed, size_t n, size_t big) {
+  Rng r(seed);
+  std::vector<size_t> v;
+  for (size_t i = 0; i < n; ++i) {
+    switch (r.below(5)) {
+      case 0:
+        v.push_back(r.below(64));
+        break;
+      case 1:
+        v.push_back(r.below(4096));
+        break;
+      case 2:
+        v.push_back(r.below(8193));
+        break;
+      case 3:
+        v.push_back(8193 + r.below(100000));
+        break;
+      default:
+        v.push_back(r.below(8) == 0 ? big : r.below(20000));
+        break;
+    }
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST(RdmCore, EverySizeClassOverAPerfectLink) {
+  Net net(2, test_config(), 1);
+  transfer(net, {0, 1, 1023, 1024, 1025, 4096, 8191, 8192, 8193, 100000, 3u << 20, 0, 7});
+  EXPECT_EQ(net.core(0).stats().sent_rendezvous, 3u);
+  EXPECT_EQ(net.core(0).reliability_stats().tx_retransmits, 0u);
+}
+
+TEST(RdmCore, RttEstimateFollowsTheLink) {
+  Net net(2, test_config(), 2);
+  transfer(net, std::vector<size_t>(50, 100));
+  const RdmPeer* p = net.core(0).peer(1);
+  ASSERT_NE(p, nullptr);
+  // Round trip 20 us (+ up to the 5 us ack delay): SRTT there, RTO clamped at rto_min.
+  EXPECT_GE(p->srtt_ns(), 19'000u);
+  EXPECT_LE(p->srtt_ns(), 30'000u);
+  EXPECT_EQ(p->rto_ns(), test_config().rel.rto_min_ns);
+}
+
+class RdmLossy : public ::testing::TestWithParam<uint64_t> {};
+
+TEST_P(RdmLossy, ExactlyOnceInOrderIntact) {
+  const uint64_t seed = GetParam();
+  LinkModel m;
+  m.loss_ppm = 50'000;     // 5 %
+  m.dup_ppm = 30'000;      // 3 %
+  m.corrupt_ppm = 20'000;  // 2 %
+  m.jitter_ns = 30'000;    // reordering
+  Net net(2, test_config(), seed, m);
+  transfer(net, mixed_sizes(seed, 120, 2u << 20));
+  const auto& rs = net.core(0).reliability_stats();
+  const auto& rr = net.core(1).reliability_stats();
+  EXPECT_GT(rs.tx_retransmits, 0u);
+  EXPECT_GT(rr.rx_duplicates, 0u);
+  EXPECT_GT(rr.rx_out_of_order, 0u);
+  EXPECT_GT(net.frames_rejected, 0u);
+  EXPECT_EQ(rs.unreachable + rr.unreachable, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, RdmLossy, ::testing::Values(11, 12, 13, 14));
+
+TEST(RdmCore, APortThatRefusesFramesSlowsNothingDown) {
+  // A TX queue that is often full: refused frames are tried again within microseconds, not after
+  // a retransmission timeout, and nothing is lost or reordered.
+  LinkModel m;
+  m.refuse_ppm = 200'000;  // one frame in five
+  m.loss_ppm = 10'000;
+  Net net(2, test_config(), 16, m);
+  const uint64_t t0 = net.now();
+  transfer(net, mixed_sizes(16, 40, 300000));
+  EXPECT_GT(net.frames_refused, 100u);
+  EXPECT_GT(net.core(0).reliability_stats().tx_refused, 0u);
+  EXPECT_LT(net.now() - t0, 1'000'000'000u);  // simulated: far from retry-bound
+}
+
+TEST(RdmCore, SequenceNumbersWrapOverALossyLink) {
+  LinkModel m;
+  m.loss_ppm = 50'000;
+  m.dup_ppm = 30'000;
+  m.jitter_ns = 30'000;
+  CoreConfig c = test_config();
+  c.rel.initial_seq = 0xffffffffu - 300;  // the wrap comes some 300 packets in
+  Net net(2, c, 15, m);
+  transfer(net, mixed_sizes(15, 60, 200000));
+  EXPECT_GT(net.core(0).reliability_stats().tx_packets, 600u);
+}
+
+TEST(RdmCore, UnexpectedMessagesThenBackPressure) {
+  // Everything arrives before the receives: 16 unexpected buffers for 40 eager messages, so the
+  // receiver refuses (RNR) and the senders back off until receives are posted: no loss, no
+  // unreachable peer.
+  CoreConfig c = test_config();
+  Net net(2, c, 3);
+  std::vector<size_t> sizes;
+  for (int i = 0; i < 40; ++i) sizes.push_back(i % 4 == 3 ? 20000 : 500 + i);
+  transfer(net, sizes, /*late=*/true);
+  EXPECT_GT(net.core(1).stats().unexpected, 0u);
+  EXPECT_GT(net.core(1).stats().unexpected_refused, 0u);
+  EXPECT_GT(net.core(0).reliability_stats().rnr_received, 0u);
+  EXPECT_EQ(net.core(0).reliability_stats().unreachable, 0u);
+}
+
+class RdmBackPressureLossy : public ::testing::TestWithParam<uint64_t> {};
+
+TEST_P(RdmBackPressureLossy, NothingLostNoPeerDeclaredDead) {
+  // Few unexpected buffers, messages sent before the receives are posted, and a lossy link: RNR
+  // answers and their loss interleave with SACKs the receiver reneges on.
+  LinkModel m;
+  m.loss_ppm = 30'000;
+  m.dup_ppm = 20'000;
+  m.jitter_ns = 20'000;
+  CoreConfig c = test_config();
+  c.unexpected_slots = 2;
+  c.unexpected = 4;
+  Net net(2, c, GetParam(), m);
+  transfer(net, mixed_sizes(GetParam(), 60, 1u << 20), /*late=*/true);
+  EXPECT_EQ(net.core(0).reliability_stats().unreachable, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, RdmBackPressureLossy, ::testing::Values(4, 5, 6, 7, 8, 9));
+
+TEST(RdmCore, TruncationAndSenderCompletesNormally) {
+  Net net(2, test_config(), 5);
+  auto small_tx = pattern(1, 3000), big_tx = pattern(2, 50000);
+  std::vector<uint8_t> small_rx(100), big_rx(10000);
+  ASSERT_EQ(net.core(1).recv(recv_op(small_rx, &small_rx), 0), 0);
+  ASSERT_EQ(net.core(1).recv(recv_op(big_rx, &big_rx), 0), 0);
+  ASSERT_EQ(net.core(0).send(send_op(1, small_tx, &small_tx), 0), 0);
+  ASSERT_EQ(net.core(0).send(send_op(1, big_tx, &big_tx), 0), 0);
+  ASSERT_TRUE(
+      net.run([&] { return net.node(1).done.size() == 2 && net.node(0).done.size() == 2; }));
+  auto& rx = net.node(1).done;
+  EXPECT_EQ(rx[0].err, FI_ETRUNC);
+  EXPECT_EQ(rx[0].len, 100u);
+  EXPECT_EQ(rx[0].olen, 2900u);
+  EXPECT_EQ(0, std::memcmp(small_rx.data(), small_tx.data(), 100));
+  EXPECT_EQ(rx[1].err, FI_ETRUNC);
+  EXPECT_EQ(rx[1].len, 10000u);
+  EXPECT_EQ(rx[1].olen, 40000u);
+  EXPECT_EQ(0, std::memcmp(big_rx.data(), big_tx.data(), 10000));
+  for (auto& t : net.node(0).done) EXPECT_EQ(t.err, 0);
+  // Only the granted part of the rendezvous went over the wire.
+  EXPECT_LT(net.frames_sent, 30u);
+}
+
+TEST(RdmCore, RemoteCqDataSourceAndInject) {
+  Net net(3, test_config(), 6);
+  std::vector<uint8_t> rx1(64), rx2(20000);
+  ASSERT_EQ(net.core(1).recv(recv_op(rx1, &rx1), 0), 0);
+  ASSERT_EQ(net.core(1).recv(recv_op(rx2, &rx2), 0), 0);
+  std::vector<uint8_t> tx1 = pattern(3, 48);
+  SendOp s = send_op(1, tx1, nullptr);
+  s.inject = true;
+  s.has_data = true;
+  s.data = 0xfeedface;
+  ASSERT_EQ(net.core(2).send(s, 0), 0);
+  std::fill(tx1.begin(), tx1.end(), 0);  // inject copied it: the buffer is ours again
+  std::vector<uint8_t> tx2 = pattern(4, 20000);
+  SendOp s2 = send_op(1, tx2, &tx2);
+  s2.has_data = true;
+  s2.data = 42;
+  ASSERT_EQ(net.core(2).send(s2, 0), 0);
+  ASSERT_TRUE(
+      net.run([&] { return net.node(1).done.size() == 2 && net.node(2).done.size() == 1; }));
+  auto& rx = net.node(1).done;
+  EXPECT_EQ(rx[0].src, 2u);
+  EXPECT_EQ(rx[0].data, 0xfeedfaceu);
+  EXPECT_TRUE(rx[0].flags & FI_REMOTE_CQ_DATA);
+  EXPECT_EQ(rx[0].len, 48u);
+  EXPECT_EQ(pattern(3, 48), std::vector<uint8_t>(rx1.begin(), rx1.begin() + 48));
+  EXPECT_EQ(rx[1].src, 2u);
+  EXPECT_EQ(rx[1].data, 42u);
+  EXPECT_TRUE(rx[1].flags & FI_REMOTE_CQ_DATA);
+  EXPECT_EQ(rx2, tx2);
+  // The inject wrote no completion; the other send did.
+  ASSERT_EQ(net.node(2).done.size(), 1u);
+  EXPECT_EQ(net.node(2).done[0].context, &tx2);
+  EXPECT_EQ(net.core(2).tx_in_use(), 0u);
+}
+
+TEST(RdmCore, SizeLimitsAndBadArguments) {
+  CoreConfig c = test_config();
+  c.max_msg_size = 1 << 20;
+  Net net(2, c, 7);
+  std::vector<uint8_t> big((1 << 20) + 1), inj(c.inject_size + 1);
+  EXPECT_EQ(net.core(0).send(send_op(1, big, nullptr), 0), -FI_EMSGSIZE);
+  SendOp s = send_op(1, inj, nullptr);
+  s.inject = true;
+  EXPECT_EQ(net.core(0).send(s, 0), -FI_EMSGSIZE);
+  EXPECT_EQ(net.core(0).send(send_op(9, inj, nullptr), 0), -FI_EINVAL);  // not a peer
+  RecvOp r = recv_op(inj, nullptr);
+  r.flags = FI_PEEK;  // untagged
+  EXPECT_EQ(net.core(0).recv(r, 0), -FI_EINVAL);
+  r.match.tagged = true;
+  r.flags = FI_DISCARD;  // without PEEK or CLAIM
+  EXPECT_EQ(net.core(0).recv(r, 0), -FI_EINVAL);
+  r.flags = FI_CLAIM;  // nothing claimed
+  EXPECT_EQ(net.core(0).recv(r, 0), -FI_EINVAL);
+  // tx_ops bound: -FI_EAGAIN, not a hang or an allocation.
+  CoreConfig few = test_config();
+  few.tx_ops = 2;
+  Net n2(2, few, 8);
+  std::vector<uint8_t> b(10);
+  EXPECT_EQ(n2.core(0).send(send_op(1, b, nullptr), 0), 0);
+  EXPECT_EQ(n2.core(0).send(send_op(1, b, nullptr), 0), 0);
+  EXPECT_EQ(n2.core(0).send(send_op(1, b, nullptr), 0), -FI_EAGAIN);
+  EXPECT_FALSE(RdmCore::create(
+                   [] {
+                     CoreConfig bad = test_config();
+                     bad.rel.window = 65;
+                     return bad;
+                   }(),
+                   &n2.node(0))
+                   .ok());
+}
+
+TEST(RdmCore, CancelPostedReceive) {
+  Net net(2, test_config(), 9);
+  std::vector<uint8_t> b(100);
+  ASSERT_EQ(net.core(1).recv(recv_op(b, &b, true, 5), 0), 0);
+  EXPECT_EQ(net.core(1).cancel(&b), 0);
+  EXPECT_EQ(net.core(1).cancel(&b), -FI_ENOENT);
+  ASSERT_EQ(net.node(1).done.size(), 1u);
+  EXPECT_EQ(net.node(1).done[0].err, FI_ECANCELED);
+  EXPECT_EQ(net.node(1).done[0].context, &b);
+  EXPECT_EQ(net.core(1).rx_in_use(), 0u);
+}
+
+TEST(RdmCore, RetriesExhaustedCompleteWithErrorsNoHang) {
+  Net net(2, test_config(), 10);
+  // A message goes through, then the link dies both ways.
+  transfer(net, {100});
+  net.node(0).done.clear();
+  net.node(1).done.clear();
+  net.cut(0, 1, true);
+  net.cut(1, 0, true);
+  auto a = pattern(1, 500), b = pattern(2, 30000), c = pattern(3, 5000);
+  ASSERT_EQ(net.core(0).send(send_op(1, a, &a), net.now()), 0);
+  ASSERT_EQ(net.core(0).send(send_op(1, b, &b), net.now()), 0);
+  ASSERT_EQ(net.core(0).send(send_op(1, c, &c), net.now()), 0);
+  const uint64_t start = net.now();
+  ASSERT_TRUE(net.run([&] { return net.node(0).done.size() == 3; }));
+  for (auto& d : net.node(0).done) EXPECT_EQ(d.err, FI_EHOSTUNREACH);
+  EXPECT_TRUE(net.core(0).peer(1)->unreachable());
+  EXPECT_EQ(net.core(0).tx_in_use(), 0u);
+  EXPECT_EQ(net.core(0).send(send_op(1, a, &a), net.now()), -FI_EHOSTUNREACH);
+  // Exponential backoff: 8 retries from 50 us doubling take milliseconds, not seconds.
+  const uint64_t took = net.now() - start;
+  EXPECT_GT(took, 2'000'000u);
+  EXPECT_LT(took, 200'000'000u);
+  EXPECT_EQ(net.core(0).reliability_stats().rto_expiries, test_config().rel.max_retries + 1);
+}
+
+TEST(RdmCore, ReceiverOfADeadPeersRendezvousGetsAnError) {
+  Net net(2, test_config(), 11);
+  const uint64_t t0 = net.now();
+  std::vector<uint8_t> rx(200000);
+  auto tx = pattern(5, 200000);
+  ASSERT_EQ(net.core(1).recv(recv_op(rx, &rx), 0), 0);
+  ASSERT_EQ(net.core(0).send(send_op(1, tx, &tx), 0), 0);
+  // Let the RTS/CTS and some data through, then the sender goes silent for good.
+  ASSERT_TRUE(net.run([&] { return net.core(1).reliability_stats().rx_packets > 20; }));
+  net.cut(0, 1, true);
+  net.cut(1, 0, true);
+  ASSERT_TRUE(net.run([&] { return !net.node(1).done.empty() && !net.node(0).done.empty(); }));
+  // The sender's retries run out; the receiver, with nothing of its own in flight, probes the
+  // silent sender in the middle of the message and gives up when the probes go unanswered.
+  EXPECT_EQ(net.node(0).done[0].err, FI_EHOSTUNREACH);
+  EXPECT_EQ(net.node(1).done[0].err, FI_EHOSTUNREACH);
+  EXPECT_GE(net.now() - t0, test_config().rel.keepalive_ns);
+  EXPECT_GT(net.core(1).reliability_stats().probes, 0u);
+  EXPECT_EQ(net.core(1).rx_in_use(), 0u);
+}
+
+TEST(RdmCore, SenderWaitingForTheCtsOfADeadReceiverGetsAnError) {
+  Net net(2, test_config(), 12);
+  auto tx = pattern(6, 100000);
+  ASSERT_EQ(net.core(0).send(send_op(1, tx, &tx), 0), 0);
+  // The RTS arrives and is acked (no receive: unexpected), then the receiver dies.
+  ASSERT_TRUE(net.run([&] { return net.core(0).peer(1)->in_flight() == 0; }));
+  EXPECT_EQ(net.core(1).unexpected_in_use(), 1u);
+  net.cut(0, 1, true);
+  net.cut(1, 0, true);
+  ASSERT_TRUE(net.run([&] { return !net.node(0).done.empty(); }));
+  EXPECT_EQ(net.node(0).done[0].err, FI_EHOSTUNREACH);
+  EXPECT_EQ(net.core(0).reliability_stats().probes, test_config().rel.max_retries);
+  EXPECT_EQ(net.core(0).tx_in_use(), 0u);
+}
+
+TEST(RdmCore, AReceiverThatPostsLateIsAliveNotDead) {
+  // The sender waits for the CTS for many keepalive periods: the receiver answers the probes.
+  Net net(2, test_config(), 13);
+  auto tx = pattern(7, 100000);
+  std::vector<uint8_t> rx(100000);
+  ASSERT_EQ(net.core(0).send(send_op(1, tx, &tx), 0), 0);
+  net.run([&] { return false; }, 200 * test_config().rel.keepalive_ns);
+  EXPECT_GT(net.core(0).reliability_stats().probes, 10u);
+  EXPECT_FALSE(net.core(0).peer(1)->unreachable());
+  EXPECT_TRUE(net.node(0).done.empty());
+  ASSERT_EQ(net.core(1).recv(recv_op(rx, &rx), net.now()), 0);
+  ASSERT_TRUE(
+      net.run([&] { return net.node(0).done.size() == 1 && net.node(1).done.size() == 1; }));
+  EXPECT_EQ(net.node(0).done[0].err, 0);
+  EXPECT_EQ(net.node(1).done[0].err, 0);
+  EXPECT_EQ(rx, tx);
+}
+
+TEST(RdmCore, BidirectionalStressBoundedInTime) {
+  const auto t0 = std::chrono::steady_clock::now();
+  LinkModel m;
+  m.loss_ppm = 20'000;
+  m.dup_ppm = 10'000;
+  m.corrupt_ppm = 10'000;
+  m.jitter_ns = 25'000;
+  CoreConfig cfg = test_config();
+  cfg.rx_ops = 1024;
+  Net net(2, cfg, 99, m);
+  // Both directions at once: 0 -> 1 and 1 -> 0, many small and some rendezvous messages.
+  const size_t n = 400;
+  std::vector<Msg> fwd, back;
+  Rng r(99);
+  for (size_t i = 0; i < n; ++i) {
+    size_t len = r.below(10) == 0 ? 30000 + r.below(200000) : r.below(3000);
+    fwd.push_back({i, pattern(i, len), std::vector<uint8_t>(len), true});
+    back.push_back({i + n, pattern(i + n, len), std::vector<uint8_t>(len), true});
+  }
+  for (auto& x : fwd) ASSERT_EQ(net.core(1).recv(recv_op(x.rx, &x, true, 7), 0), 0);
+  for (auto& x : back) ASSERT_EQ(net.core(0).recv(recv_op(x.rx, &x, true, 7), 0), 0);
+  size_t fs = 0, bs = 0;
+  auto pump = [&] {
+    while (fs < n && net.core(0).send(send_op(1, fwd[fs].tx, &fwd[fs], true, 7), net.now()) == 0)
+      ++fs;
+    while (bs < n && net.core(1).send(send_op(0, back[bs].tx, &back[bs], true, 7), net.now()) == 0)
+      ++bs;
+  };
+  ASSERT_TRUE(net.run([&] {
+    pump();
+    return net.node(0).done.size() == 2 * n && net.node(1).done.size() == 2 * n;
+  }));
+  for (auto& x : fwd) ASSERT_EQ(x.rx, x.tx) << x.id;
+  for (auto& x : back) ASSERT_EQ(x.rx, x.tx) << x.id;
+  // Receives match in order: each buffer got the message sent in its position (checked above);
+  // eager ones (the same tag everywhere) also complete in order on both sides.
+  for (auto [done, msgs] :
+       {std::pair{&net.node(1).done, &fwd}, std::pair{&net.node(0).done, &back}}) {
+    size_t k = 0;
+    for (auto& c : *done) {
+      if (!(c.flags & FI_RECV) || c.len >= 8192) continue;
+      while ((*msgs)[k].tx.size() >= 8192) ++k;
+      ASSERT_EQ(c.context, &(*msgs)[k++]);
+    }
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+}
+
+namespace {
+
+// A core alone, fed frames by hand (a peer that breaks the protocol).
+struct Capture final : CoreSink {
+  bool transmit(fi_addr_t, const RdmHeader& h, std::span<const uint8_t> d) noexcept override {
+    EXPECT_EQ(dpfab::wire::rdm_validate(h, d.size()), dpfab::wire::RdmVerdict::kOk);
+    sent.push_back(h);
+    return true;
+  }
+  void complete(const Completion& c) noexcept override { done.push_back(c); }
+  std::vector<RdmHeader> sent;
+  std::vector<Completion> done;
+};
+
+RdmHeader eager_from_peer(uint32_t seq, uint32_t msg, uint64_t off, uint64_t len) {
+  RdmHeader h;
+  h.kind = dpfab::wire::RdmKind::kEager;
+  h.epoch = 77;
+  h.seq = seq;
+  h.window = 64;
+  h.msg_id = msg;
+  h.offset = off;
+  h.length = len;
+  return h;
+}
+
+}  // namespace
+
+TEST(RdmCore, AProtocolViolationFailsTheMessageNotTheEndpoint) {
+  Capture cap;
+  auto made = RdmCore::create(test_config(), &cap);
+  ASSERT_TRUE(made.ok());
+  RdmCore& core = *made.value();
+  ASSERT_EQ(core.add_peer(0), 0);
+  std::vector<uint8_t> a(100), b(100), c(100);
+  ASSERT_EQ(core.recv(recv_op(a, &a), 0), 0);
+  ASSERT_EQ(core.recv(recv_op(b, &b), 0), 0);
+  ASSERT_EQ(core.recv(recv_op(c, &c), 0), 0);
+  const uint8_t bytes[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  // The first segment of a 20-byte message, then a new message instead of its second half.
+  core.on_frame(0, eager_from_peer(0, 1, 0, 20), {bytes, 10}, 10);
+  core.on_frame(0, eager_from_peer(1, 2, 0, 10), {bytes, 10}, 20);
+  ASSERT_EQ(cap.done.size(), 2u);
+  EXPECT_EQ(cap.done[0].context, &a);
+  EXPECT_EQ(cap.done[0].err, FI_EIO);
+  EXPECT_EQ(cap.done[1].context, &b);
+  EXPECT_EQ(cap.done[1].err, 0);
+  // A segment that does not follow: the message it claims to continue is failed.
+  core.on_frame(0, eager_from_peer(2, 3, 0, 20), {bytes, 10}, 30);
+  core.on_frame(0, eager_from_peer(3, 3, 15, 20), {bytes, 5}, 40);
+  ASSERT_EQ(cap.done.size(), 3u);
+  EXPECT_EQ(cap.done[2].context, &c);
+  EXPECT_EQ(cap.done[2].err, FI_EIO);
+  EXPECT_EQ(core.stats().protocol_errors, 2u);
+  EXPECT_EQ(core.rx_in_use(), 0u);
+  // Frames from an address that is not a peer are counted and dropped.
+  core.on_frame(5, eager_from_peer(0, 1, 0, 10), {bytes, 10}, 50);
+  EXPECT_EQ(core.stats().unknown_peer, 1u);
+  EXPECT_FALSE(core.peer(0)->unreachable());
+}
+
+TEST(RdmCore, ManyToOneOverALossyLinkKeepsEachSendersOrder) {
+  LinkModel m;
+  m.loss_ppm = 30'000;
+  m.dup_ppm = 20'000;
+  m.corrupt_ppm = 10'000;
+  m.jitter_ns = 30'000;
+  CoreConfig cfg = test_config();
+  cfg.rx_ops = 1024;
+  Net net(4, cfg, 77, m);
+  constexpr int kSenders = 3;
+  constexpr size_t kPer = 80;
+  // Any-source receives, posted up front: each message says who sent it and its index.
+  std::vector<std::vector<uint8_t>> rx(kSenders * kPer, std::vector<uint8_t>(40000));
+  for (auto& b : rx) ASSERT_EQ(net.core(0).recv(recv_op(b, &b), 0), 0);
+  std::vector<std::vector<uint8_t>> tx;
+  Rng r(77);
+  for (int s = 0; s < kSenders; ++s) {
+    for (size_t i = 0; i < kPer; ++i) {
+      auto b = pattern(s * 1000 + i, 16 + r.below(r.below(4) == 0 ? 30000 : 2000));
+      std::memcpy(b.data(), &s, sizeof(s));
+      std::memcpy(b.data() + 4, &i, sizeof(i));
+      tx.push_back(std::move(b));
+    }
+  }
+  std::vector<size_t> next(kSenders, 0);
+  auto pump = [&] {
+    for (int s = 0; s < kSenders; ++s) {
+      while (next[s] < kPer) {
+        auto& b = tx[s * kPer + next[s]];
+        if (net.core(s + 1).send(send_op(0, b, &b), net.now()) != 0) break;
+        ++next[s];
+      }
+    }
+  };
+  ASSERT_TRUE(net.run([&] {
+    pump();
+    return net.node(0).done.size() == kSenders * kPer;
+  }));
+  // In posting (= matching) order, each sender's messages appear in its sending order, intact.
+  std::vector<size_t> seen(kSenders, 0);
+  for (auto& b : rx) {
+    int s;
+    size_t i;
+    std::memcpy(&s, b.data(), sizeof(s));
+    std::memcpy(&i, b.data() + 4, sizeof(i));
+    ASSERT_TRUE(s >= 0 && s < kSenders);
+    ASSERT_EQ(i, seen[s]++) << "sender " << s;
+    const auto& t = tx[s * kPer + i];
+    ASSERT_TRUE(std::equal(t.begin(), t.end(), b.begin())) << s << "/" << i;
+  }
+  for (auto& c : net.node(0).done) {
+    EXPECT_EQ(c.err, 0);
+    int s;
+    std::memcpy(&s, static_cast<uint8_t*>(c.buf), sizeof(s));
+    EXPECT_EQ(c.src, static_cast<fi_addr_t>(s + 1));  // FI_SOURCE
+  }
+}
+
+TEST(RdmCore, IdlePeersCostTheProgressStepNothing) {
+  Capture cap;
+  auto made = RdmCore::create(test_config(), &cap);
+  ASSERT_TRUE(made.ok());
+  RdmCore& core = *made.value();
+  for (fi_addr_t a = 0; a < 20000; ++a) ASSERT_EQ(core.add_peer(a), 0);
+  EXPECT_EQ(core.next_deadline(), UINT64_MAX);
+  std::vector<uint8_t> b(10);
+  ASSERT_EQ(core.send(send_op(4321, b, &b), 100), 0);
+  EXPECT_EQ(core.next_deadline(), 100 + test_config().rel.rto_init_ns);
+  // A frame from another peer, acked after the delay; then both go idle again.
+  core.on_frame(17, eager_from_peer(0, 1, 0, 10), {b.data(), 10}, 200);
+  EXPECT_EQ(core.next_deadline(), 200 + test_config().rel.ack_delay_ns);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20000; ++i) core.progress(300);  // visiting every peer: 4e8 visits
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500));
+  EXPECT_FALSE(core.peer(4321)->unreachable());
+}

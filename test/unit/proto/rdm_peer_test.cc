@@ -1,0 +1,427 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// The reliability layer alone (lib/proto/rdm_peer.h): two RdmPeers joined by hand, frames moved
+// (or dropped, reordered, duplicated) one by one by the test, time passed explicitly. Window,
+// cumulative ack and SACK bits, duplicate suppression, in-order delivery from the reorder slots,
+// RTT and RTO (Karn), exponential backoff, unreachable after max_retries, fast retransmit, RNR
+// back-off, keepalive probes, epochs, acks of what was never sent.
+#include <gtest/gtest.h>
+#include <rdma/fi_errno.h>
+
+#include <deque>
+#include <vector>
+
+#include "proto/rdm_peer.h"
+
+using namespace dpfab::proto::rdm;
+using dpfab::wire::RdmHeader;
+using dpfab::wire::RdmKind;
+
+namespace {
+
+struct Sent {
+  RdmHeader h;
+  std::vector<uint8_t> data;
+};
+
+class Host final : public PeerHost {
+ public:
+  bool transmit(fi_addr_t, const RdmHeader& h, std::span<const uint8_t> d) noexcept override {
+    if (refuse_tx) return false;
+    out.push_back({h, {d.begin(), d.end()}});
+    return true;
+  }
+  bool deliver(fi_addr_t, const RdmHeader& h, std::span<const uint8_t> d) noexcept override {
+    if (refuse || h.seq == refuse_seq) return false;
+    delivered.push_back({h, {d.begin(), d.end()}});
+    return true;
+  }
+  void acked(fi_addr_t, uint32_t cookie) noexcept override { acks.push_back(cookie); }
+  void unreachable(fi_addr_t) noexcept override { ++dead; }
+
+  std::deque<Sent> out;
+  std::vector<Sent> delivered;
+  std::vector<uint32_t> acks;
+  int dead = 0;
+  bool refuse = false;
+  bool refuse_tx = false;   // the port's TX queue is full
+  int64_t refuse_seq = -1;  // refuse only this packet
+};
+
+ReliabilityConfig cfg() {
+  ReliabilityConfig c;
+  c.window = 8;
+  c.rto_init_ns = 1000;
+  c.rto_min_ns = 100;
+  c.rto_max_ns = 64000;
+  c.max_retries = 4;
+  c.ack_delay_ns = 50;
+  c.ack_every = 2;
+  c.dupthresh = 3;
+  c.rnr_backoff_min_ns = 200;
+  c.rnr_backoff_max_ns = 800;
+  c.keepalive_ns = 5000;
+  return c;
+}
+
+struct Side {
+  explicit Side(uint32_t epoch, uint32_t initial_seq = 0) : slots(32, 256) {
+    sh.host = &host;
+    sh.cfg = cfg();
+    sh.cfg.initial_seq = initial_seq;
+    sh.epoch = epoch;
+    sh.slots = &slots;
+  }
+  Host host;
+  RxSlotPool slots;
+  RdmShared sh;
+};
+
+struct Pair {
+  explicit Pair(uint32_t initial_seq = 0) : a(0xa, initial_seq), b(0xb, initial_seq) {}
+  Side a, b;
+  RdmPeer pa{&a.sh, 1};  // a's view of b
+  RdmPeer pb{&b.sh, 0};  // b's view of a
+  uint64_t now = 1'000'000;
+
+  int send(uint32_t cookie, uint8_t fill = 0, size_t len = 10) {
+    static std::vector<uint8_t> bufs[64];
+    auto& b = bufs[cookie % 64];
+    b.assign(len, fill);
+    RdmHeader h;
+    h.kind = RdmKind::kEager;
+    h.msg_id = cookie;
+    h.length = len;
+    return pa.send(h, b, cookie, now);
+  }
+  // Moves a's frames to b (`pick` chooses by index in a.host.out; default all) and b's back.
+  void a_to_b(std::vector<size_t> pick = {}) {
+    auto& q = a.host.out;
+    if (pick.empty())
+      for (size_t i = 0; i < q.size(); ++i) pick.push_back(i);
+    std::vector<Sent> frames(q.begin(), q.end());
+    q.clear();
+    for (size_t i : pick) pb.on_frame(frames[i].h, frames[i].data, now);
+  }
+  void b_to_a() {
+    auto q = std::move(b.host.out);
+    b.host.out.clear();
+    for (auto& s : q) pa.on_frame(s.h, s.data, now);
+  }
+};
+
+}  // namespace
+
+TEST(RdmPeer, ColdStateIsSmall) {
+  static_assert(sizeof(RdmPeer) <= 256);
+  SUCCEED() << sizeof(RdmPeer);
+}
+
+TEST(RdmPeer, ConfigValidation) {
+  EXPECT_EQ(validate(cfg()), 0);
+  auto c = cfg();
+  c.window = 65;
+  EXPECT_EQ(validate(c), -FI_EINVAL);
+  c = cfg();
+  c.rto_min_ns = c.rto_max_ns + 1;
+  EXPECT_EQ(validate(c), -FI_EINVAL);
+  c = cfg();
+  c.rto_init_ns = 1;
+  EXPECT_EQ(validate(c), -FI_EINVAL);
+}
+
+TEST(RdmPeer, WindowAndCumulativeAck) {
+  Pair p;
+  for (uint32_t i = 0; i < 8; ++i) ASSERT_EQ(p.send(i), 0);
+  EXPECT_FALSE(p.pa.can_send());
+  EXPECT_EQ(p.send(8), -FI_EAGAIN);
+  EXPECT_EQ(p.pa.in_flight(), 8u);
+  p.a_to_b();
+  ASSERT_EQ(p.b.host.delivered.size(), 8u);
+  for (uint32_t i = 0; i < 8; ++i) EXPECT_EQ(p.b.host.delivered[i].h.seq, i);
+  // ack_every = 2: acks went out already.
+  ASSERT_FALSE(p.b.host.out.empty());
+  EXPECT_EQ(p.b.host.out.back().h.ack, 8u);
+  p.b_to_a();
+  EXPECT_EQ(p.a.host.acks, (std::vector<uint32_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(p.pa.in_flight(), 0u);
+  EXPECT_TRUE(p.pa.can_send());
+  EXPECT_EQ(p.pa.next_deadline(), UINT64_MAX);  // nothing in flight: no RTO armed
+}
+
+TEST(RdmPeer, DelayedAckAndPiggyback) {
+  Pair p;
+  ASSERT_EQ(p.send(0), 0);
+  p.a_to_b();
+  EXPECT_TRUE(p.b.host.out.empty());  // one packet: the ack waits ack_delay
+  EXPECT_EQ(p.pb.next_deadline(), p.now + cfg().ack_delay_ns);
+  // A packet from b to a carries the ack instead.
+  RdmHeader h;
+  h.kind = RdmKind::kEager;
+  h.length = 1;
+  uint8_t x = 7;
+  ASSERT_EQ(p.pb.send(h, {&x, 1}, 99, p.now), 0);
+  ASSERT_EQ(p.b.host.out.size(), 1u);
+  EXPECT_EQ(p.b.host.out[0].h.ack, 1u);
+  EXPECT_NE(p.pb.next_deadline(), p.now + cfg().ack_delay_ns);  // the delayed ack is cancelled
+  p.b_to_a();
+  EXPECT_EQ(p.a.host.acks, std::vector<uint32_t>{0});
+  // And the delayed ack fires on its own when nothing goes the other way.
+  p.now += 10;
+  p.pa.poll(p.now);
+  EXPECT_TRUE(p.a.host.out.empty());
+  p.now += cfg().ack_delay_ns;
+  p.pa.poll(p.now);
+  ASSERT_EQ(p.a.host.out.size(), 1u);
+  EXPECT_EQ(p.a.host.out[0].h.kind, RdmKind::kAck);
+  EXPECT_EQ(p.a.host.out[0].h.ack, 1u);
+}
+
+TEST(RdmPeer, ReorderHeldInSlotsDeliveredInOrderWithSack) {
+  Pair p;
+  for (uint32_t i = 0; i < 5; ++i) ASSERT_EQ(p.send(i, static_cast<uint8_t>(i)), 0);
+  p.a_to_b({4, 2, 3});  // 0 and 1 lost
+  EXPECT_TRUE(p.b.host.delivered.empty());
+  ASSERT_EQ(p.b.host.out.size(), 3u);  // an immediate ack per out-of-order packet
+  const auto& last = p.b.host.out.back().h;
+  EXPECT_EQ(last.ack, 0u);
+  EXPECT_EQ(last.sack, 0b1110u);  // seqs 2, 3, 4 = ack + 1 + {1, 2, 3}
+  EXPECT_EQ(p.b.slots.available(), 32u - 3);
+  // The SACK triggers a fast retransmit of 0 and 1 (three SACKed above each)...
+  p.b_to_a();
+  EXPECT_EQ(p.a.sh.stats.tx_fast_retransmits, 2u);
+  // ... which fills the hole: everything delivered in order, slots returned.
+  p.a_to_b();
+  ASSERT_EQ(p.b.host.delivered.size(), 5u);
+  for (uint32_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(p.b.host.delivered[i].h.seq, i);
+    EXPECT_EQ(p.b.host.delivered[i].data, std::vector<uint8_t>(10, static_cast<uint8_t>(i)));
+  }
+  EXPECT_EQ(p.b.slots.available(), 32u);
+  p.b_to_a();
+  EXPECT_EQ(p.pa.in_flight(), 0u);
+}
+
+TEST(RdmPeer, DuplicatesAndOutOfWindowAreDropped) {
+  Pair p;
+  ASSERT_EQ(p.send(0), 0);
+  ASSERT_EQ(p.send(1), 0);
+  std::vector<Sent> frames(p.a.host.out.begin(), p.a.host.out.end());
+  p.a_to_b({0, 1, 1, 0});
+  EXPECT_EQ(p.b.host.delivered.size(), 2u);
+  EXPECT_EQ(p.b.sh.stats.rx_duplicates, 2u);
+  // Held twice is a duplicate too.
+  RdmHeader far = frames[1].h;
+  far.seq = 5;
+  p.pb.on_frame(far, frames[1].data, p.now);
+  p.pb.on_frame(far, frames[1].data, p.now);
+  EXPECT_EQ(p.b.sh.stats.rx_duplicates, 3u);
+  // Beyond the window (8 from the cumulative ack 2).
+  far.seq = 10;
+  p.pb.on_frame(far, frames[1].data, p.now);
+  EXPECT_EQ(p.b.sh.stats.rx_beyond_window, 1u);
+  EXPECT_EQ(p.b.host.delivered.size(), 2u);
+}
+
+TEST(RdmPeer, StaleEpochAndBogusAcksAreDropped) {
+  Pair p;
+  ASSERT_EQ(p.send(0), 0);
+  Sent f = p.a.host.out.front();
+  p.a_to_b();
+  RdmHeader other = f.h;
+  other.epoch = 0x77;
+  other.seq = 1;
+  p.pb.on_frame(other, f.data, p.now);
+  EXPECT_EQ(p.b.sh.stats.rx_stale_epoch, 1u);
+  // An ack of seq 5 when a sent only 1 packet: not this conversation.
+  RdmHeader ack;
+  ack.kind = RdmKind::kAck;
+  ack.epoch = 0xb;
+  ack.ack = 5;
+  ack.window = 8;
+  p.pa.on_frame(ack, {}, p.now);
+  EXPECT_EQ(p.a.sh.stats.rx_bad_ack, 1u);
+  EXPECT_EQ(p.pa.in_flight(), 1u);
+}
+
+TEST(RdmPeer, RttRtoKarnBackoffAndUnreachable) {
+  Pair p;
+  ASSERT_EQ(p.send(0), 0);
+  p.a_to_b();
+  p.now += 400;      // round trip 400 ns
+  p.pb.poll(p.now);  // delayed ack
+  p.b_to_a();
+  EXPECT_EQ(p.pa.srtt_ns(), 400u);
+  EXPECT_EQ(p.pa.rto_ns(), 400u + 4 * 200);  // SRTT + 4 RTTVAR, RTTVAR = R/2
+  // Karn: a retransmitted packet's ack gives no sample.
+  ASSERT_EQ(p.send(1), 0);
+  p.a.host.out.clear();  // lost
+  p.now += p.pa.rto_ns();
+  p.pa.poll(p.now);
+  EXPECT_EQ(p.a.sh.stats.rto_expiries, 1u);
+  EXPECT_EQ(p.pa.rto_ns(), 2400u);  // doubled
+  p.a_to_b();
+  p.now += 5000;
+  p.pb.poll(p.now);
+  p.b_to_a();
+  EXPECT_EQ(p.a.sh.stats.rtt_samples, 1u);
+  EXPECT_EQ(p.pa.rto_ns(), 2400u);  // no sample: the backed-off RTO stays
+  // Black hole: RTO doubles up to rto_max; after max_retries expiries + 1 the peer is dead.
+  ASSERT_EQ(p.send(2), 0);
+  ASSERT_EQ(p.send(3), 0);
+  std::vector<uint64_t> rtos;
+  while (p.a.host.dead == 0) {
+    p.a.host.out.clear();
+    p.now = p.pa.next_deadline();
+    ASSERT_NE(p.now, UINT64_MAX);
+    p.pa.poll(p.now);
+    rtos.push_back(p.pa.rto_ns());
+  }
+  EXPECT_EQ(rtos, (std::vector<uint64_t>{4800, 9600, 19200, 38400, 38400}));
+  EXPECT_TRUE(p.pa.unreachable());
+  EXPECT_EQ(p.a.host.acks.size(), 2u);  // 2 and 3 were never acked
+  EXPECT_EQ(p.send(4), -FI_EHOSTUNREACH);
+  EXPECT_EQ(p.pa.next_deadline(), UINT64_MAX);
+}
+
+TEST(RdmPeer, ReceiverWithoutBufferAnswersRnrAndTheSenderBacksOff) {
+  Pair p;
+  p.b.host.refuse = true;
+  ASSERT_EQ(p.send(0), 0);
+  ASSERT_EQ(p.send(1), 0);
+  p.a_to_b();
+  // 0 refused (RNR ack), 1 held out of order.
+  EXPECT_TRUE(p.b.host.delivered.empty());
+  EXPECT_EQ(p.b.sh.stats.rx_refused, 1u);
+  ASSERT_FALSE(p.b.host.out.empty());
+  EXPECT_TRUE(p.b.host.out.front().h.flags & dpfab::wire::kRdmRnr);
+  p.b_to_a();
+  EXPECT_FALSE(p.pa.can_send());  // paused
+  EXPECT_EQ(p.send(2), -FI_EAGAIN);
+  // Resent after 200, then 400, then 800, 800 ... never declared dead.
+  std::vector<uint64_t> waits;
+  for (int i = 0; i < 10; ++i) {
+    const uint64_t before = p.now;
+    p.now = p.pa.next_deadline();
+    p.pa.poll(p.now);
+    waits.push_back(p.now - before);
+    p.a_to_b();
+    p.b_to_a();
+  }
+  EXPECT_EQ(waits[0], 200u);
+  EXPECT_EQ(waits[1], 400u);
+  EXPECT_EQ(waits[2], 800u);
+  EXPECT_EQ(waits[9], 800u);
+  EXPECT_EQ(p.a.sh.stats.rto_expiries, 0u);
+  EXPECT_FALSE(p.pa.unreachable());
+  // A buffer appears: the next resend goes through, the held packet follows, the pause ends.
+  p.b.host.refuse = false;
+  p.now = p.pa.next_deadline();
+  p.pa.poll(p.now);
+  p.a_to_b();
+  ASSERT_EQ(p.b.host.delivered.size(), 2u);
+  EXPECT_EQ(p.b.host.delivered[1].h.seq, 1u);
+  p.b_to_a();
+  EXPECT_EQ(p.pa.in_flight(), 0u);
+  EXPECT_TRUE(p.pa.can_send());
+}
+
+TEST(RdmPeer, KeepaliveProbesASilentPeerAndGivesUp) {
+  Pair p;
+  ASSERT_EQ(p.send(0), 0);
+  p.a_to_b();
+  p.now += 100;
+  p.pb.poll(p.now + 1000);
+  p.b_to_a();
+  ASSERT_EQ(p.pa.in_flight(), 0u);
+  // Not waiting on b: no probe, no deadline.
+  p.pa.keepalive(false, p.now);
+  EXPECT_EQ(p.pa.next_deadline(), UINT64_MAX);
+  // Waiting (say for a CTS): probes after keepalive_ns; b answers each one.
+  p.pa.keepalive(true, p.now);
+  const uint64_t first = p.pa.next_deadline();
+  EXPECT_EQ(first, p.now + cfg().keepalive_ns);
+  p.now = first;
+  p.pa.keepalive(true, p.now);
+  ASSERT_EQ(p.a.host.out.size(), 1u);
+  EXPECT_TRUE(p.a.host.out[0].h.flags & dpfab::wire::kRdmAckReq);
+  p.a_to_b();
+  ASSERT_EQ(p.b.host.out.size(), 1u);  // the answer
+  EXPECT_FALSE(p.b.host.out[0].h.flags & dpfab::wire::kRdmAckReq);
+  p.b_to_a();
+  p.pa.keepalive(true, p.now);
+  EXPECT_EQ(p.pa.next_deadline(), p.now + cfg().keepalive_ns);  // heard: back to the idle wait
+  // b goes silent: max_retries probes, then unreachable.
+  while (!p.pa.unreachable()) {
+    p.now = p.pa.next_deadline();
+    ASSERT_NE(p.now, UINT64_MAX);
+    p.pa.keepalive(true, p.now);
+    p.a.host.out.clear();
+  }
+  EXPECT_EQ(p.a.sh.stats.probes, 1u + cfg().max_retries);
+  EXPECT_EQ(p.a.host.dead, 1);
+}
+
+TEST(RdmPeer, SequenceNumbersWrap) {
+  Pair p(0xfffffffe);
+  for (uint32_t i = 0; i < 6; ++i) ASSERT_EQ(p.send(i, static_cast<uint8_t>(i)), 0);
+  EXPECT_EQ(p.a.host.out[2].h.seq, 0u);  // ..., 0xfffffffe, 0xffffffff, 0, 1, ...
+  p.a_to_b({2, 3, 4, 5});                // the two before the wrap are lost
+  EXPECT_TRUE(p.b.host.delivered.empty());
+  EXPECT_EQ(p.b.host.out.back().h.ack, 0xfffffffeu);
+  EXPECT_EQ(p.b.host.out.back().h.sack, 0b11110u);  // seqs 0..3 = ack + 1 + {1..4}
+  p.b_to_a();                                       // fast retransmit of both holes
+  EXPECT_EQ(p.a.sh.stats.tx_fast_retransmits, 2u);
+  p.a_to_b();
+  ASSERT_EQ(p.b.host.delivered.size(), 6u);
+  for (uint32_t i = 0; i < 6; ++i) EXPECT_EQ(p.b.host.delivered[i].h.seq, 0xfffffffeu + i);
+  p.b_to_a();
+  EXPECT_EQ(p.pa.in_flight(), 0u);
+  EXPECT_EQ(p.a.host.acks, (std::vector<uint32_t>{0, 1, 2, 3, 4, 5}));
+}
+
+TEST(RdmPeer, APacketThePortRefusesIsNotSentAtAll) {
+  Pair p;
+  p.a.host.refuse_tx = true;
+  EXPECT_EQ(p.send(0), -FI_EAGAIN);
+  EXPECT_EQ(p.pa.in_flight(), 0u);
+  EXPECT_EQ(p.pa.next_deadline(), UINT64_MAX);  // no RTO for what never left
+  EXPECT_EQ(p.a.sh.stats.tx_refused, 1u);
+  p.a.host.refuse_tx = false;
+  ASSERT_EQ(p.send(0), 0);
+  EXPECT_EQ(p.a.host.out.back().h.seq, 0u);  // the seq was not used up
+  p.a_to_b();
+  ASSERT_EQ(p.b.host.delivered.size(), 1u);
+}
+
+TEST(RdmPeer, APacketSackedThenRefusedIsResentEvenWhenTheRnrIsLost) {
+  Pair p;
+  for (uint32_t i = 0; i < 3; ++i) ASSERT_EQ(p.send(i), 0);
+  p.a_to_b({1, 2});  // 0 lost; 1 and 2 held and SACKed
+  p.b_to_a();
+  // The RTO resends 0; b takes it, then refuses the held 1 (no buffer) and drops it: it reneges
+  // on its SACK. Its RNR ack is lost.
+  p.b.host.refuse_seq = 1;
+  p.now = p.pa.next_deadline();
+  p.pa.poll(p.now);
+  ASSERT_EQ(p.a.host.out.size(), 1u);  // 1 and 2 are SACKed: only 0 goes
+  p.a_to_b();
+  EXPECT_EQ(p.b.host.delivered.size(), 1u);
+  EXPECT_TRUE(p.b.host.out.back().h.flags & dpfab::wire::kRdmRnr);
+  p.b.host.out.clear();
+  // Next RTO: 0 again (not acked yet); b's answer, ack 1, tells a that 1 is missing after all.
+  p.b.host.refuse_seq = -1;
+  p.now = p.pa.next_deadline();
+  p.pa.poll(p.now);
+  p.a_to_b();
+  p.b_to_a();
+  EXPECT_EQ(p.pa.in_flight(), 2u);
+  // And 1 goes again at the next RTO although it was SACKed once.
+  p.now = p.pa.next_deadline();
+  p.pa.poll(p.now);
+  p.a_to_b();
+  ASSERT_EQ(p.b.host.delivered.size(), 3u);
+  p.b_to_a();
+  EXPECT_EQ(p.pa.in_flight(), 0u);
+  EXPECT_FALSE(p.pa.unreachable());
+}
