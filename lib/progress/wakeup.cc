@@ -21,98 +21,24 @@
 
 #include "common/log.h"
 #include "progress/memif_kick.h"
+#include "progress/wakeup_internal.h"
 
 namespace dpfab::progress {
-namespace {
+namespace detail {
 
-int64_t now_ns() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-constexpr int64_t kNever = INT64_MAX;
-constexpr int64_t kTimerRetryNs = 1'000'000;  // a protocol timer that did not move: retry in 1 ms
-constexpr int kMaxBurstsPerService = 64;      // poll steps per service (32 frames each)
-// memif kick (memif_kick.h): with the peer's kick in place, idle polls are only a safety net
-// (a hello still in flight when we armed), up to this far apart. The client connects again after
-// kKickRetryMinNs, doubling up to kKickRetryMaxNs (a memif peer that is not dpfab never answers).
-constexpr int64_t kKickSafetyPollNs = 100'000'000;
-constexpr int64_t kKickRetryMinNs = 10'000'000;
-constexpr int64_t kKickRetryMaxNs = 1'000'000'000;
-
-// One per ethdev port id. Written by hooks on any thread (the atomics) and by the wakeup thread
-// (the plain fields, its own).
-struct PortWatch {
-  PortEngine* engine = nullptr;
-  port::RxInterrupt intr = port::RxInterrupt::kNone;
-  std::atomic<Parker*> owner{nullptr};  // set before the lcores launch, cleared after they stop
-  // Watch protocol (wakeup.h): acquirers increment, then read watching.
-  alignas(64) std::atomic<int> watchers{0};
-  std::atomic<bool> watching{false};
-  // Consumers of an lcore-owned port set it (seq_cst RMW); the lcore takes it once per window.
-  alignas(64) std::atomic<bool> consumer_polled{false};
-  // Statistics.
-  alignas(64) std::atomic<uint64_t> watch_starts{0}, doorbells{0}, interrupts{0},
-      idle_polls{0}, wakeups{0}, events{0}, rx_busy{0}, fd_mutes{0}, kicks{0};
-  std::atomic<int64_t> interval_ns{kIdlePollMinNs};
-  // Wakeup-thread state.
-  rte_epoll_event fd_ev{};  // kFdOnly: the queue fd, level-triggered (see start_watch)
-  int queue_fd = -1;
-  bool active = false;      // watched by the thread now
-  bool intr_added = false;  // the queue fd is in the epoll set
-  bool intr_enabled = false;
-  bool intr_failed = false;  // adding the fd failed: polled like a port without interrupt
-  // net_tap reads only after its SIGIO handler bumped a trigger; when the fd stays readable but
-  // poll steps read nothing, waiting on it would spin: mute it and poll until a frame is read.
-  bool fd_muted = false;
-  int empty_fd_events = 0;
-  int64_t next_poll_ns = kNever;
-  int64_t recheck_ns = kNever;  // the receive side was taken when we looked: look again soon
-  int64_t linger_until_ns = 0;
-  int64_t last_timer_ns = 0;
-  uint64_t last_timer_due = UINT64_MAX;
-  bool logged_poll = false;
-  // memif kick (memif_kick.h): the channel (never destroyed while the thread runs), its fds'
-  // epoll events, and whether our wake fd is in the epoll set.
-  KickChannel* kick = nullptr;
-  rte_epoll_event listen_ev{}, conn_ev{}, wake_ev{};
-  bool wake_added = false;
-  std::atomic<bool> kick_in_use{false};  // kicked(), for telemetry
-  int64_t next_connect_ns = kNever;
-  int64_t connect_backoff_ns = kKickRetryMinNs;
-
-  bool polled() const noexcept {
-    return intr == port::RxInterrupt::kNone || intr_failed || fd_muted;
-  }
-  // The peer kicks us: idle polls are a safety net only.
-  bool kicked() const noexcept { return kick && kick->peer().flag; }
-};
 PortWatch g_ports[RTE_MAX_ETHPORTS];
 
-PortWatch* port_of(uint16_t id) noexcept {
-  return id < RTE_MAX_ETHPORTS && g_ports[id].engine ? &g_ports[id] : nullptr;
-}
-
-// Process-lifetime state, never destroyed (cleanup runs from libfabric's destructor).
-struct Thread {
-  std::mutex mutex;  // start/stop
-  bool running = false;
-  pthread_t tid{};
-  UniqueFd epfd, doorbell, timer;
-  rte_epoll_event door_ev{}, timer_ev{};
-  std::vector<uint16_t> ports;
-  WakeupConfig cfg;
-  std::atomic<bool> stop{false};
-  std::atomic<uint64_t> loops{0}, doorbell_reads{0}, timer_fires{0};
-  std::mutex lcores_mutex;
-  std::vector<Parker*> lcores;
-  bool telemetry_registered = false;
-};
 Thread& thread() {
   static Thread* t = new Thread();
   return *t;
 }
+
+}  // namespace detail
+
+using namespace detail;
+
+namespace {
+
 std::atomic<bool> g_running{false};
 std::atomic<int> g_doorbell_fd{-1};
 
@@ -136,56 +62,6 @@ void unpark_owner(PortWatch& p, Cause why) noexcept {
 }
 
 // ---- the wakeup thread --------------------------------------------------------------------------
-
-// Runs the port's poll step until the queue is empty (bounded). The frames go to endpoints, whose
-// completions notify() blocked consumers; a parked owner is unparked when anything came.
-// Returns whether frames were received or events delivered.
-bool service(PortWatch& p, Cause why, int64_t now) noexcept {
-  PortEngine* e = p.engine;
-  const uint64_t rx0 = e->stats().rx_frames.load(std::memory_order_relaxed);
-  uint64_t last = rx0;
-  size_t events = 0;
-  bool busy = false;
-  for (int i = 0; i < kMaxBurstsPerService; ++i) {
-    size_t ev = e->progress();
-    events += ev;
-    uint64_t rx = e->stats().rx_frames.load(std::memory_order_relaxed);
-    if (rx == last && ev == 0) {
-      busy = e->rx_busy();  // another thread holds the receive side: it may leave frames behind
-      // Virtio-style interrupts (event index) fire once per enable: re-enable after reading,
-      // then look once more for a frame that came in between (DPDK's l3fwd-power pattern).
-      if (!busy && p.intr_enabled && i + 1 < kMaxBurstsPerService) {
-        e->wake().enable_interrupt();
-        if (e->progress() || e->stats().rx_frames.load(std::memory_order_relaxed) != rx) {
-          last = e->stats().rx_frames.load(std::memory_order_relaxed);
-          continue;
-        }
-      }
-      break;
-    }
-    last = rx;
-  }
-  if (why != Cause::kRxInterrupt) p.idle_polls.fetch_add(1, std::memory_order_relaxed);
-  int64_t interval = p.interval_ns.load(std::memory_order_relaxed);
-  if (last != rx0 || events) {
-    p.wakeups.fetch_add(1, std::memory_order_relaxed);
-    p.events.fetch_add(events, std::memory_order_relaxed);
-    interval = kIdlePollMinNs;
-    // The frames are published (endpoints' queues); unpark() needs a full barrier before its
-    // check of `parked` (the lcore's L2/L4 pair).
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    unpark_owner(p, why);
-  } else if (!busy && p.polled()) {
-    const int64_t cap =
-        p.kicked() ? kKickSafetyPollNs : std::max(thread().cfg.idle_poll_max_ns, kIdlePollMinNs);
-    interval = std::min(interval * 2, cap);
-  }
-  if (busy) p.rx_busy.fetch_add(1, std::memory_order_relaxed);
-  p.recheck_ns = busy ? now + kIdlePollMinNs : kNever;
-  p.interval_ns.store(interval, std::memory_order_relaxed);
-  p.next_poll_ns = p.polled() ? now + interval : kNever;
-  return last != rx0 || events;
-}
 
 // Adds the net_tap queue fd, level-triggered. rte_epoll_ctl(DEL) clears the event's epdata, so
 // it is filled in again for every ADD.
@@ -211,82 +87,6 @@ void unmute_fd(Thread& t, PortWatch& p) noexcept {
   p.intr_added = add_queue_fd(t, p);
   if (!p.intr_added) p.intr_failed = true;
   p.next_poll_ns = kNever;
-}
-
-// Adds one of the kick channel's fds to the epoll set (level-triggered, tagged with the port).
-bool add_kick_fd(Thread& t, PortWatch& p, int fd, rte_epoll_event* ev) noexcept {
-  *ev = {};
-  ev->epdata.event = EPOLLIN;
-  ev->epdata.data = &p;
-  return fd >= 0 && rte_epoll_ctl(t.epfd.get(), EPOLL_CTL_ADD, fd, ev) == 0;
-}
-
-// K1 (memif_kick.h): our wake fd watched, the peer asked to kick us. The caller polls after it.
-void arm_kick(Thread& t, PortWatch& p) noexcept {
-  if (!p.wake_added) p.wake_added = add_kick_fd(t, p, p.kick->wake_fd(), &p.wake_ev);
-  if (p.wake_added) p.kick->arm();
-}
-
-// A new connection (accepted, or connected by us): its fd joins the epoll set for the hello and
-// for the peer's end. A closed connection leaves the set by itself.
-void kick_connected(Thread& t, PortWatch& p) noexcept {
-  if (!add_kick_fd(t, p, p.kick->conn_fd(), &p.conn_ev))
-    DPFAB_WARN(FI_LOG_CORE, "memif kick: cannot watch the connection");
-}
-
-// Client: connects to the peer's kick listener when due (backing off while nobody listens).
-void kick_try_connect(Thread& t, PortWatch& p, int64_t now) noexcept {
-  if (!p.kick || p.kick->listen_fd() >= 0 || p.kick->connected() || now < p.next_connect_ns) return;
-  if (p.kick->accept_or_connect()) {
-    kick_connected(t, p);
-    p.connect_backoff_ns = kKickRetryMinNs;
-    p.next_connect_ns = kNever;
-  } else {
-    p.next_connect_ns = now + p.connect_backoff_ns;
-    p.connect_backoff_ns = std::min(p.connect_backoff_ns * 2, kKickRetryMaxNs);
-  }
-}
-
-// An event on one of the kick channel's fds. Returns false when `fd` is not one of them.
-bool on_kick_fd(Thread& t, PortWatch& p, int fd, int64_t now) noexcept {
-  KickChannel& k = *p.kick;
-  const bool had_peer = p.kicked();
-  if (fd == k.wake_fd()) {
-    // The peer kicked us (and cleared our flag): read what came, arm again, look once more.
-    k.drain();
-    p.kicks.fetch_add(1, std::memory_order_relaxed);
-    if (!p.active) return true;
-    service(p, Cause::kRxInterrupt, now);
-    k.arm();
-    service(p, Cause::kRxInterrupt, now);
-    return true;
-  }
-  if (fd == k.listen_fd()) {
-    if (k.accept_or_connect()) kick_connected(t, p);  // replaces a connection we had
-  } else if (fd == k.conn_fd()) {
-    k.on_conn_readable();
-    if (!k.connected() && k.listen_fd() < 0) {  // a client connects again (to the next server)
-      p.connect_backoff_ns = kKickRetryMinNs;
-      p.next_connect_ns = now + kKickRetryMinNs;
-    }
-  } else {
-    return false;
-  }
-  if (had_peer == p.kicked()) return true;
-  p.kick_in_use.store(p.kicked(), std::memory_order_relaxed);
-  // Sleepers on the port's own fds rely on the kick from now on (or no longer: then consumers
-  // that arm have this thread watch the port again).
-  p.engine->wake().set_kick_in_use(p.kicked());
-  DPFAB_INFO(FI_LOG_CORE, "port %s: memif kick %s", p.engine->port()->info().name.c_str(),
-             p.kicked() ? "in use: sleepers are woken by the peer" : "gone: polled while idle");
-  if (p.kicked() && p.active) {
-    arm_kick(t, p);  // kicks came into use while watching
-    service(p, Cause::kIdlePoll, now);
-  } else if (p.active) {  // kicks are gone: idle polls again, from the shortest interval
-    p.interval_ns.store(kIdlePollMinNs, std::memory_order_relaxed);
-    p.next_poll_ns = now;
-  }
-  return true;
 }
 
 void start_watch(Thread& t, PortWatch& p, uint16_t id, int64_t now) noexcept {
@@ -466,6 +266,60 @@ void* run(void*) {
 }
 
 }  // namespace
+
+namespace detail {
+
+// Runs the port's poll step until the queue is empty (bounded). The frames go to endpoints, whose
+// completions notify() blocked consumers; a parked owner is unparked when anything came.
+// Returns whether frames were received or events delivered.
+bool service(PortWatch& p, Cause why, int64_t now) noexcept {
+  PortEngine* e = p.engine;
+  const uint64_t rx0 = e->stats().rx_frames.load(std::memory_order_relaxed);
+  uint64_t last = rx0;
+  size_t events = 0;
+  bool busy = false;
+  for (int i = 0; i < kMaxBurstsPerService; ++i) {
+    size_t ev = e->progress();
+    events += ev;
+    uint64_t rx = e->stats().rx_frames.load(std::memory_order_relaxed);
+    if (rx == last && ev == 0) {
+      busy = e->rx_busy();  // another thread holds the receive side: it may leave frames behind
+      // Virtio-style interrupts (event index) fire once per enable: re-enable after reading,
+      // then look once more for a frame that came in between (DPDK's l3fwd-power pattern).
+      if (!busy && p.intr_enabled && i + 1 < kMaxBurstsPerService) {
+        e->wake().enable_interrupt();
+        if (e->progress() || e->stats().rx_frames.load(std::memory_order_relaxed) != rx) {
+          last = e->stats().rx_frames.load(std::memory_order_relaxed);
+          continue;
+        }
+      }
+      break;
+    }
+    last = rx;
+  }
+  if (why != Cause::kRxInterrupt) p.idle_polls.fetch_add(1, std::memory_order_relaxed);
+  int64_t interval = p.interval_ns.load(std::memory_order_relaxed);
+  if (last != rx0 || events) {
+    p.wakeups.fetch_add(1, std::memory_order_relaxed);
+    p.events.fetch_add(events, std::memory_order_relaxed);
+    interval = kIdlePollMinNs;
+    // The frames are published (endpoints' queues); unpark() needs a full barrier before its
+    // check of `parked` (the lcore's L2/L4 pair).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    unpark_owner(p, why);
+  } else if (!busy && p.polled()) {
+    const int64_t cap =
+        p.kicked() ? kKickSafetyPollNs : std::max(thread().cfg.idle_poll_max_ns, kIdlePollMinNs);
+    interval = std::min(interval * 2, cap);
+  }
+  if (busy) p.rx_busy.fetch_add(1, std::memory_order_relaxed);
+  p.recheck_ns = busy ? now + kIdlePollMinNs : kNever;
+  p.interval_ns.store(interval, std::memory_order_relaxed);
+  p.next_poll_ns = p.polled() ? now + interval : kNever;
+  return last != rx0 || events;
+}
+
+}  // namespace detail
 
 // ---- start / stop -------------------------------------------------------------------------------
 
