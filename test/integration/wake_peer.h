@@ -40,38 +40,39 @@ inline int64_t mono_ns() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-/// CPU time (user + system, all threads) of process `pid` in ns, or -1.
-inline int64_t process_cpu_ns(pid_t pid) {
+/// Sums `read_one(stream)` over /proc/<pid>/task/*/<file>; -1 when the process is gone.
+template <typename ReadOne>
+int64_t sum_over_tasks(pid_t pid, const char* file, ReadOne read_one) {
   std::string dir = "/proc/" + std::to_string(pid) + "/task";
   DIR* d = opendir(dir.c_str());
   if (!d) return -1;
   int64_t total = 0;
   while (dirent* e = readdir(d)) {
     if (e->d_name[0] == '.') continue;
-    std::ifstream f(dir + "/" + e->d_name + "/schedstat");
-    long long on_cpu = 0;
-    if (f >> on_cpu) total += on_cpu;
+    std::ifstream f(dir + "/" + e->d_name + "/" + file);
+    total += read_one(f);
   }
   closedir(d);
   return total;
 }
 
+/// CPU time of every thread of `pid` (schedstat: ns on CPU). -1 when the process is gone.
+inline int64_t process_cpu_ns(pid_t pid) {
+  return sum_over_tasks(pid, "schedstat", [](std::ifstream& f) -> int64_t {
+    long long on_cpu = 0;
+    return f >> on_cpu ? on_cpu : 0;
+  });
+}
+
 /// Voluntary context switches of every thread of `pid` (each is one sleep that ended in an OS
-/// wakeup), from /proc/<pid>/task/*/status. -1 when the process is gone.
+/// wakeup). -1 when the process is gone.
 inline int64_t process_vcsw(pid_t pid) {
-  std::string dir = "/proc/" + std::to_string(pid) + "/task";
-  DIR* d = opendir(dir.c_str());
-  if (!d) return -1;
-  int64_t total = 0;
-  while (dirent* e = readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    std::ifstream f(dir + "/" + e->d_name + "/status");
+  return sum_over_tasks(pid, "status", [](std::ifstream& f) -> int64_t {
     std::string line;
     while (std::getline(f, line))
-      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) total += std::stoll(line.substr(24));
-  }
-  closedir(d);
-  return total;
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) return std::stoll(line.substr(24));
+    return 0;
+  });
 }
 
 /// Writes one line ('\n' appended). False on error.
