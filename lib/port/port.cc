@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "port.h"
 
+#include <net/if.h>
+#include <net/if_arp.h>
 #include <rdma/fi_errno.h>
 #include <rte_dev.h>
 #include <rte_eal.h>
@@ -10,12 +12,14 @@
 #include <rte_mbuf.h>
 #include <rte_mbuf_pool_ops.h>
 #include <rte_mempool.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -291,6 +295,46 @@ RxInterrupt probe_rx_interrupt(uint16_t port_id) {
   }
   if (saved >= 0) rte_log_set_level(type, static_cast<uint32_t>(saved));
   return r;
+}
+
+// net_tap gives the kernel side of the tap the port's own MAC. On a Linux bridge that sends
+// frames for us to the host: a bridge keeps its ports' own MACs for itself. So once the port has
+// started, the kernel interface gets another MAC, derived from the port's and locally
+// administered. The interface is the one the PMD reports (if_index), else iface= of the devargs.
+void separate_tap_kernel_mac(const std::string& port, unsigned if_index, const std::string& args,
+                             const rte_ether_addr& mac) {
+  char ifname[IF_NAMESIZE] = {};
+  if (!(if_index && if_indextoname(if_index, ifname))) {
+    std::string iface = get_arg(args, "iface");
+    if (iface.empty() || iface.size() >= IF_NAMESIZE) {
+      DPFAB_WARN(FI_LOG_CORE,
+                 "port %s: cannot find its kernel interface to give it a MAC of its "
+                 "own: on a bridge, frames for this port may stay in the host",
+                 port.c_str());
+      return;
+    }
+    std::memcpy(ifname, iface.data(), iface.size());
+  }
+  ifreq ifr{};
+  std::memcpy(ifr.ifr_name, ifname, sizeof(ifr.ifr_name) - 1);
+  ifr.ifr_hwaddr.sa_family = ARPHRD_ETHER;
+  uint8_t kmac[RTE_ETHER_ADDR_LEN];
+  std::memcpy(kmac, mac.addr_bytes, sizeof(kmac));
+  kmac[0] = static_cast<uint8_t>((kmac[0] | 0x02) & ~0x01);  // locally administered, unicast
+  if (std::memcmp(kmac, mac.addr_bytes, sizeof(kmac)) == 0) kmac[0] ^= 0x04;
+  std::memcpy(ifr.ifr_hwaddr.sa_data, kmac, sizeof(kmac));
+  UniqueFd fd(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid() || ioctl(fd.get(), SIOCSIFHWADDR, &ifr) != 0) {
+    DPFAB_WARN(FI_LOG_CORE,
+               "port %s: cannot set the MAC of its kernel interface %s: %s (on a "
+               "bridge, frames for this port may stay in the host)",
+               port.c_str(), ifname, std::strerror(errno));
+    return;
+  }
+  rte_ether_addr k;
+  std::memcpy(k.addr_bytes, kmac, sizeof(kmac));
+  DPFAB_INFO(FI_LOG_CORE, "port %s: kernel interface %s gets MAC %s (the port keeps %s)",
+             port.c_str(), ifname, format_mac(k).c_str(), format_mac(mac).c_str());
 }
 
 uint32_t auto_ipv4(const rte_ether_addr& mac) {
@@ -585,6 +629,8 @@ Result<std::unique_ptr<Port>> Port::open(const std::string& spec,
     rte_eth_macaddr_get(port_id, &in.mac);
     ensure_mac(port_id, &in.mac);
     in.rx_interrupt = probe_rx_interrupt(port_id);
+    if (in.driver == "net_tap")
+      separate_tap_kernel_mac(name, dev.if_index, split_spec(in.spec).second, in.mac);
     p->refresh_link();
   }
   rte_eth_dev_get_mtu(port_id, &in.mtu);

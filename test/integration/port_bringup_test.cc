@@ -6,7 +6,9 @@
 //     its role lock while it exits (held, nobody listening); the next pair comes up;
 //   - a memif socket joins two processes: a third one is refused with a FI_WARN line naming the
 //     socket, within a bound, and the first two still exchange datagrams;
-//   - a port that cannot come up says why in a FI_WARN line naming the port and the cause.
+//   - a port that cannot come up says why in a FI_WARN line naming the port and the cause;
+//   - two net_tap ports whose kernel interfaces are joined in a Linux bridge exchange datagrams
+//     with no help (root needed; the bridge is the test's own and removed afterwards).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -257,4 +259,33 @@ TEST(PortDown, FiGetinfoWarnsNamingThePortAndTheCause) {
   EXPECT_TRUE(found) << err;
   unlink(log.c_str());
   unlink(sock.c_str());
+}
+
+TEST(TapBridge, TwoTapsJoinedInABridgeExchangeDatagrams) {
+  if (getuid() != 0) GTEST_SKIP() << "net_tap and bridges need root";
+  const std::string id = std::to_string(getpid() % 100000);
+  const std::string tap[2] = {"dpbr" + id + "a", "dpbr" + id + "b"};
+  const std::string bridge = "dpbr" + id + "br";
+  const std::string net = "10.215." + std::to_string(getpid() % 250) + ".";
+  auto env = [&](int i) {
+    return std::vector<std::string>{
+        "FI_DPDK_PORTS=net_tap" + std::to_string(i) + ",iface=" + tap[i],
+        "FI_DPDK_IPV4=" + net + std::to_string(i + 1) + "/24", "FI_LOG_LEVEL=warn"};
+  };
+  auto sh = [](const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()); };
+  Child a(env(0)), b(env(1));
+  std::string said;
+  ASSERT_TRUE(a.up(30'000, &said)) << said;
+  ASSERT_TRUE(b.up(30'000, &said)) << said;
+  ASSERT_EQ(sh("ip link add name " + bridge + " type bridge"), 0);
+  bool ok = true;
+  for (const auto& t : tap) {
+    std::ofstream("/proc/sys/net/ipv6/conf/" + t + "/disable_ipv6") << "1";
+    ok &= sh("ip link set dev " + t + " master " + bridge) == 0;
+    ok &= sh("ip link set dev " + t + " up") == 0;
+  }
+  ok &= sh("ip link set dev " + bridge + " up") == 0;
+  EXPECT_TRUE(ok) << "setting up bridge " << bridge;
+  if (ok) exchange(a, b, 15'000);
+  sh("ip link del " + bridge);
 }
