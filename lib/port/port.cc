@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "port.h"
 
+#include <net/if.h>
+#include <net/if_arp.h>
 #include <rdma/fi_errno.h>
 #include <rte_dev.h>
 #include <rte_eal.h>
@@ -10,16 +12,21 @@
 #include <rte_mbuf.h>
 #include <rte_mbuf_pool_ops.h>
 #include <rte_mempool.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <string_view>
+#include <thread>
 
 #include "common/fd.h"
 #include "common/log.h"
@@ -72,23 +79,92 @@ std::string set_arg(const std::string& args, const std::string& key, const std::
   return out;
 }
 
-// memif role=auto: the first process on a socket is the server, the others its clients. The role
-// is decided before probing (a memif probe that fails on a busy socket leaves DPDK's interrupt
-// thread in a state where it panics): the server is whoever binds an abstract unix socket named
-// after the memif socket. Binding is atomic and the name disappears with the process, so a
-// crashed server leaves nothing stale behind. Returns the lock to keep (valid: we are server).
-UniqueFd take_memif_server_lock(const std::string& memif_socket) {
+// memif role=auto: the first process on a socket is the server, the second its client; a memif
+// socket is point to point, so a third is refused. The role is decided before probing (a memif
+// probe that fails on a busy socket leaves DPDK's interrupt thread in a state where it panics):
+// each role is a lock, an abstract unix socket named after the memif socket that the holder
+// binds. Binding is atomic and the name disappears with the process (exited, crashed or killed),
+// so a dead holder leaves nothing stale behind. Returns the lock (valid: the role is ours).
+UniqueFd take_memif_role_lock(const std::string& role, const std::string& memif_socket) {
   UniqueFd fd(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return fd;
   sockaddr_un sa{};
   sa.sun_family = AF_UNIX;
-  std::string name = "dpfab-memif-server:" + memif_socket;
+  std::string name = "dpfab-memif-" + role + ":" + memif_socket;
   size_t len = std::min(name.size(), sizeof(sa.sun_path) - 1);
   std::memcpy(sa.sun_path + 1, name.data(), len);  // sun_path[0] == 0: abstract namespace
   if (bind(fd.get(), reinterpret_cast<sockaddr*>(&sa),
            static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + len)) != 0)
     fd.reset();
   return fd;
+}
+
+// Whether some process listens on memif socket `path` (a file, or with `abstract` a name in the
+// abstract namespace), from /proc/net/unix: no connection is made, so no memif server sees one.
+bool memif_listening(const std::string& path, bool abstract) {
+  FILE* f = std::fopen("/proc/net/unix", "re");
+  if (!f) return true;  // cannot tell: let the memif PMD find out
+  char line[512];
+  bool found = false;
+  while (!found && std::fgets(line, sizeof(line), f)) {
+    // Num RefCount Protocol Flags Type St Inode Path; Flags has __SO_ACCEPTCON when listening.
+    unsigned long flags = 0;
+    int path_at = 0;
+    if (std::sscanf(line, "%*s %*s %*s %lx %*s %*s %*s %n", &flags, &path_at) < 1 || path_at == 0)
+      continue;
+    if (!(flags & 0x10000UL)) continue;
+    std::string_view name(line + path_at);
+    while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.remove_suffix(1);
+    if (abstract) {  // shown as "@name", NUL padding shown as '@' too
+      if (name.empty() || name[0] != '@') continue;
+      name.remove_prefix(1);
+      if (name.substr(0, path.size()) != path) continue;
+      name.remove_prefix(path.size());
+      found = name.find_first_not_of('@') == std::string_view::npos;
+    } else {
+      found = name == path;
+    }
+  }
+  std::fclose(f);
+  return found;
+}
+
+constexpr auto kAutoRoleWait = std::chrono::seconds(5);
+
+// Chooses the role of a role=auto memif port on `sock` (link `link`, "socket#id"): server when
+// nobody serves the socket; client when a server listens and has no client yet. A server whose
+// lock is held while nobody listens is starting or exiting, and a client lock held beside a
+// server may belong to a client on its way out: both are waited for, up to kAutoRoleWait.
+// @return the lock of the role taken (*server says which); -FI_EBUSY when the socket already
+//         joins two processes, -FI_EIO when its server never listens.
+Result<UniqueFd> choose_memif_role(const std::string& port, const std::string& sock,
+                                   const std::string& link, bool abstract, bool* server) {
+  const auto deadline = std::chrono::steady_clock::now() + kAutoRoleWait;
+  for (;;) {
+    UniqueFd lock = take_memif_role_lock("server", sock);
+    if (lock.valid()) {
+      *server = true;
+      return Result<UniqueFd>(std::move(lock));
+    }
+    lock = take_memif_role_lock("client", link);
+    const bool busy = !lock.valid();
+    if (!busy && memif_listening(sock, abstract)) {
+      *server = false;
+      return Result<UniqueFd>(std::move(lock));
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      if (busy)
+        return make_error(-FI_EBUSY,
+                          "port '" + port + "': memif socket '" + sock +
+                              "' already joins two processes (a server and its client), and a "
+                              "memif link is point to point: give each pair of processes a "
+                              "socket of its own");
+      return make_error(-FI_EIO, "port '" + port + "': the server of memif socket '" + sock +
+                                     "' holds its role (role=auto) but nobody listens on it");
+    }
+    lock.reset();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 // A memif server on a file socket cannot start while the file exists, and a server that died
@@ -124,8 +200,12 @@ Result<std::string> create_vdev(const std::string& spec, UniqueFd* role_lock) {
     if (get_arg(args, "role") == "auto") {
       std::string sock = get_arg(args, "socket");
       if (sock.empty()) sock = "/run/memif.sock";  // memif's default
-      *role_lock = take_memif_server_lock(sock);
-      bool server = role_lock->valid();
+      bool server = false;
+      std::string id = get_arg(args, "id");
+      auto lock = choose_memif_role(name, sock, sock + "#" + (id.empty() ? "0" : id),
+                                    get_arg(args, "socket-abstract") != "no", &server);
+      if (!lock) return lock.error();
+      *role_lock = std::move(lock.value());
       // As the server of a file socket, a file left by a dead server is ours to remove (nobody
       // else can hold the lock).
       if (server && get_arg(args, "socket-abstract") == "no") unlink(sock.c_str());
@@ -140,9 +220,28 @@ Result<std::string> create_vdev(const std::string& spec, UniqueFd* role_lock) {
   std::string devargs = name + (args.empty() ? "" : "," + args);
   int ret = rte_dev_probe(devargs.c_str());
   if (ret == 0) return devargs;
-  return make_error(
-      ret == -EINVAL ? -FI_EINVAL : -FI_ENODEV,
-      "port '" + spec + "': cannot create the device (rte_dev_probe " + std::to_string(ret) + ")");
+  std::string why = "rte_dev_probe: " + err_text(ret);
+  if (name.rfind("net_memif", 0) == 0 && get_arg(args, "role") == "server") {
+    std::string sock = get_arg(args, "socket");
+    if (sock.empty()) sock = "/run/memif.sock";
+    if (memif_listening(sock, get_arg(args, "socket-abstract") != "no"))
+      why = "another process serves memif socket '" + sock + "'";
+  }
+  return make_error(ret == -EINVAL ? -FI_EINVAL : -FI_ENODEV,
+                    "port '" + spec + "': cannot create the device: " + why);
+}
+
+// What keeps a port dpfab created from starting, when DPDK's error says little: a memif client
+// whose server does not listen (the memif PMD returns -1 then).
+std::string start_failure_cause(const std::string& name, const std::string& args, int ret) {
+  if (name.rfind("net_memif", 0) == 0 && get_arg(args, "role") == "client") {
+    std::string sock = get_arg(args, "socket");
+    if (sock.empty()) sock = "/run/memif.sock";
+    if (!memif_listening(sock, get_arg(args, "socket-abstract") != "no"))
+      return "no memif server listens on socket '" + sock +
+             "' (start the server first, or give both processes role=auto)";
+  }
+  return err_text(ret);
 }
 
 // The port's mempool. Without hugepages nothing DMAs from these mbufs (virtual devices copy), so
@@ -196,6 +295,46 @@ RxInterrupt probe_rx_interrupt(uint16_t port_id) {
   }
   if (saved >= 0) rte_log_set_level(type, static_cast<uint32_t>(saved));
   return r;
+}
+
+// net_tap gives the kernel side of the tap the port's own MAC. On a Linux bridge that sends
+// frames for us to the host: a bridge keeps its ports' own MACs for itself. So once the port has
+// started, the kernel interface gets another MAC, derived from the port's and locally
+// administered. The interface is the one the PMD reports (if_index), else iface= of the devargs.
+void separate_tap_kernel_mac(const std::string& port, unsigned if_index, const std::string& args,
+                             const rte_ether_addr& mac) {
+  char ifname[IF_NAMESIZE] = {};
+  if (!(if_index && if_indextoname(if_index, ifname))) {
+    std::string iface = get_arg(args, "iface");
+    if (iface.empty() || iface.size() >= IF_NAMESIZE) {
+      DPFAB_WARN(FI_LOG_CORE,
+                 "port %s: cannot find its kernel interface to give it a MAC of its "
+                 "own: on a bridge, frames for this port may stay in the host",
+                 port.c_str());
+      return;
+    }
+    std::memcpy(ifname, iface.data(), iface.size());
+  }
+  ifreq ifr{};
+  std::memcpy(ifr.ifr_name, ifname, sizeof(ifr.ifr_name) - 1);
+  ifr.ifr_hwaddr.sa_family = ARPHRD_ETHER;
+  uint8_t kmac[RTE_ETHER_ADDR_LEN];
+  std::memcpy(kmac, mac.addr_bytes, sizeof(kmac));
+  kmac[0] = static_cast<uint8_t>((kmac[0] | 0x02) & ~0x01);  // locally administered, unicast
+  if (std::memcmp(kmac, mac.addr_bytes, sizeof(kmac)) == 0) kmac[0] ^= 0x04;
+  std::memcpy(ifr.ifr_hwaddr.sa_data, kmac, sizeof(kmac));
+  UniqueFd fd(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid() || ioctl(fd.get(), SIOCSIFHWADDR, &ifr) != 0) {
+    DPFAB_WARN(FI_LOG_CORE,
+               "port %s: cannot set the MAC of its kernel interface %s: %s (on a "
+               "bridge, frames for this port may stay in the host)",
+               port.c_str(), ifname, std::strerror(errno));
+    return;
+  }
+  rte_ether_addr k;
+  std::memcpy(k.addr_bytes, kmac, sizeof(kmac));
+  DPFAB_INFO(FI_LOG_CORE, "port %s: kernel interface %s gets MAC %s (the port keeps %s)",
+             port.c_str(), ifname, format_mac(k).c_str(), format_mac(mac).c_str());
 }
 
 uint32_t auto_ipv4(const rte_ether_addr& mac) {
@@ -484,11 +623,14 @@ Result<std::unique_ptr<Port>> Port::open(const std::string& spec,
       }
     }
     if (ret != 0)
-      return make_error(-FI_EIO, "port '" + name + "': configure/start failed: " + err_text(ret));
+      return make_error(-FI_EIO, "port '" + name + "': configure/start failed: " +
+                                     start_failure_cause(name, split_spec(in.spec).second, ret));
     p->started_ = true;
     rte_eth_macaddr_get(port_id, &in.mac);
     ensure_mac(port_id, &in.mac);
     in.rx_interrupt = probe_rx_interrupt(port_id);
+    if (in.driver == "net_tap")
+      separate_tap_kernel_mac(name, dev.if_index, split_spec(in.spec).second, in.mac);
     p->refresh_link();
   }
   rte_eth_dev_get_mtu(port_id, &in.mtu);

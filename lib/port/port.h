@@ -126,7 +126,7 @@ class Port {
   Info info_;
   rte_mempool* pool_ = nullptr;
   bool started_ = false;
-  UniqueFd role_lock_;  // memif role=auto: held while we are the server
+  UniqueFd role_lock_;  // memif role=auto: the lock of our role (server or client), held
 
   // Multicast filter (join_multicast): under mc_mutex_.
   void apply_mc_filter_locked() noexcept;

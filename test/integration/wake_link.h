@@ -4,8 +4,8 @@
 // test/perf/wake_latency.cc): FI_DPDK_* settings of each process per PMD, and the set-up and
 // clean-up around them (root needed for tap and virtio):
 //   tap     each process makes its own net_tap; join() puts the two kernel interfaces in a Linux
-//           bridge of the test's own (the kernel sides get their own MACs first: a bridge keeps a
-//           port's own MAC for the host, and net_tap gives the kernel side the port's MAC);
+//           bridge of the test's own (as they are: the provider gives the kernel side of a tap
+//           a MAC other than the port's, which a bridge would keep for the host);
 //   virtio  net_vhost in process 0, net_virtio_user in process 1, over hugepages the link
 //           reserves (/proc/sys/vm/nr_hugepages) and mounts (hugetlbfs), with
 //           --single-file-segments; undone in the destructor;
@@ -129,12 +129,7 @@ class Link {
     for (int i = 0; i < 2; ++i) {
       const std::string& t = tap_[i];
       write_file("/proc/sys/net/ipv6/conf/" + t + "/disable_ipv6", "1");
-      // net_tap gives the kernel interface the port's own MAC; a bridge keeps a port's own MAC
-      // for itself (frames to it stay in the host), so the kernel side needs another one.
-      char mac[32];
-      std::snprintf(mac, sizeof(mac), "02:77:6b:%02x:%02x:%02x", (getpid() >> 8) & 0xff,
-                    getpid() & 0xff, i + 1);
-      if (sh("ip link set dev " + t + " address " + mac) != 0) return "setting the MAC of " + t;
+      // The provider gives the kernel side of each tap a MAC of its own: no set-up here.
       if (sh("ip link set dev " + t + " master " + bridge_) != 0) return "enslaving " + t;
       sh("ip link set dev " + t + " up");
     }
