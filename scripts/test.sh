@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: BSD-3-Clause
 #
 # The README's test command: installs what is missing, builds, runs every test suite (fast,
-# integration, stress), the EAL-free tests again under ThreadSanitizer, and bounded fuzzing of the
-# wire parsers; ends with the line "N passed, M failed" counted from the test logs.
+# integration, stress), the EAL-free tests again under ThreadSanitizer (and with DPFAB_ASAN=1 the
+# fast and integration suites under AddressSanitizer + UndefinedBehaviorSanitizer), and bounded
+# fuzzing of the wire parsers; ends with the line "N passed, M failed, K skipped" counted from the
+# test logs.
 # Exits non-zero when anything failed. Extra arguments go to `meson test` (e.g. --suite fast).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +32,32 @@ if [ $# -eq 0 ] || [ "${DPFAB_TSAN:-}" = 1 ]; then
     logs+=(build-tsan/meson-logs/testlog.json)
   else
     echo "TSan build failed"; rc=1
+  fi
+fi
+
+# With DPFAB_ASAN=1: the fast and integration suites again under AddressSanitizer +
+# UndefinedBehaviorSanitizer (a build of its own in build-asan), stress event counts trimmed.
+# Stock programs that dlopen the plugin (fi_info, fi_pingpong in the shell tests) get the ASan
+# runtime preloaded by those tests (DPFAB_STOCK_PRELOAD), system tools do not. Not in CI yet:
+# UBSan still reports application enum values outside their enumeration loaded as enums
+# (fi_wait_obj in drivers/ofi/eq.cc and cntr.cc), and the build takes ~30 min on 2 busy cores.
+if [ "${DPFAB_ASAN:-0}" = 1 ]; then
+  if [ ! -f build-asan/build.ninja ]; then
+    # GCC 12 under ASan warns maybe-uninitialized inside libstdc++'s <regex> (CI builds -Werror).
+    meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false \
+      -Dbuildtype=debugoptimized -Dcpp_args=-Wno-maybe-uninitialized >/dev/null ||
+      { echo "0 passed, 1 failed"; exit 1; }
+  fi
+  if ninja -C build-asan >/dev/null; then
+    ASAN_OPTIONS="halt_on_error=1:detect_leaks=0" \
+      UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
+      DPFAB_STOCK_PRELOAD="$(gcc -print-file-name=libasan.so)" DPFAB_STRESS_EVENTS=100000 \
+      meson test -C build-asan --print-errorlogs --num-processes 2 --suite fast --suite integration \
+      --timeout-multiplier 3
+    [ $? -eq 0 ] || rc=1
+    logs+=(build-asan/meson-logs/testlog.json)
+  else
+    echo "ASan build failed"; rc=1
   fi
 fi
 

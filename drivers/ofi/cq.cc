@@ -7,6 +7,7 @@
 #include "event/eq.h"
 
 #include <cstdio>
+#include <cstring>
 
 #include "dpdk.h"
 
@@ -179,7 +180,9 @@ int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq, void* context) no
 
     event::CqConfig cfg;
     cfg.size = attr->size;
-    cfg.format = attr->format;
+    // Copied as bytes: an application's format may lie outside the enumeration (Cq::create
+    // refuses it), and loading such a value as fi_cq_format is undefined behaviour.
+    std::memcpy(&cfg.format, &attr->format, sizeof(cfg.format));
     cfg.rm_enabled = !(dom->info && dom->info->domain_attr &&
                        dom->info->domain_attr->resource_mgmt == FI_RM_DISABLED);
     cfg.api_version = api_version(dom->fabric);

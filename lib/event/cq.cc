@@ -82,7 +82,12 @@ Cq::Cq(const CqConfig& cfg, std::unique_ptr<wait::Signal> signal) noexcept
       api_version_(cfg.api_version) {}
 
 Result<std::unique_ptr<Cq>> Cq::create(const CqConfig& cfg, std::unique_ptr<wait::Signal> signal) {
-  switch (cfg.format) {
+  // An application may put any integer in the format: read it as one (loading a value outside
+  // the enumeration as fi_cq_format is undefined behaviour, which UBSan reports).
+  int format;
+  static_assert(sizeof(format) == sizeof(cfg.format));
+  std::memcpy(&format, &cfg.format, sizeof(format));
+  switch (format) {
     case FI_CQ_FORMAT_UNSPEC:
     case FI_CQ_FORMAT_CONTEXT:
     case FI_CQ_FORMAT_MSG:
@@ -90,7 +95,7 @@ Result<std::unique_ptr<Cq>> Cq::create(const CqConfig& cfg, std::unique_ptr<wait
     case FI_CQ_FORMAT_TAGGED:
       break;
     default:
-      return make_error(-FI_EINVAL, "unknown CQ format " + std::to_string(cfg.format));
+      return make_error(-FI_EINVAL, "unknown CQ format " + std::to_string(format));
   }
   size_t size = cfg.size ? cfg.size : kDefaultSize;
   if (size > kMaxSize)

@@ -152,6 +152,12 @@ std::string slurp(const std::string& path) {
 
 std::string tag() { return std::to_string(getpid()); }
 
+// Removes a file when the test ends, however it ends (declared before the children, so after them).
+struct RemoveAtEnd {
+  std::string path;
+  ~RemoveAtEnd() { unlink(path.c_str()); }
+};
+
 std::vector<std::string> memif_env(const std::string& sock, const std::string& role = "auto") {
   return {"FI_DPDK_PORTS=net_memif0,role=" + role + ",socket-abstract=no,socket=" + sock,
           "FI_LOG_LEVEL=warn"};
@@ -171,6 +177,7 @@ void leave_stale_socket(const std::string& path) {
 
 TEST(MemifAuto, NextPairComesUpAfterAServerWasKilled) {
   const std::string sock = "/tmp/dpfab-bringup-killed-" + tag() + ".sock";
+  RemoveAtEnd remove_sock{sock};
   {
     Child old(memif_env(sock));
     std::string said;
@@ -191,6 +198,7 @@ TEST(MemifAuto, NextPairComesUpWhileTheOldServerStillHoldsItsRole) {
   // socket file, nobody listening, and its role=auto lock (the abstract socket the provider binds
   // while it serves: "dpfab-memif-server:<socket>") still held. It goes with the process.
   const std::string sock = "/tmp/dpfab-bringup-exiting-" + tag() + ".sock";
+  RemoveAtEnd remove_sock{sock};
   leave_stale_socket(sock);
   int lock = socket(AF_UNIX, SOCK_DGRAM, 0);
   sockaddr_un sa{};
@@ -214,7 +222,9 @@ TEST(MemifAuto, NextPairComesUpWhileTheOldServerStillHoldsItsRole) {
 
 TEST(MemifAuto, ThirdProcessOnOneSocketIsRefusedAndTheFirstTwoStillWork) {
   const std::string sock = "/tmp/dpfab-bringup-three-" + tag() + ".sock";
+  RemoveAtEnd remove_sock{sock};
   const std::string log = "/tmp/dpfab-bringup-three-" + tag() + ".log";
+  RemoveAtEnd remove_log{log};
   Child a(memif_env(sock)), b(memif_env(sock));
   std::string said;
   ASSERT_TRUE(a.up(30'000, &said)) << said;
@@ -243,7 +253,9 @@ TEST(MemifAuto, ThirdProcessOnOneSocketIsRefusedAndTheFirstTwoStillWork) {
 
 TEST(PortDown, FiGetinfoWarnsNamingThePortAndTheCause) {
   const std::string sock = "/tmp/dpfab-bringup-noserver-" + tag() + ".sock";
+  RemoveAtEnd remove_sock{sock};
   const std::string log = "/tmp/dpfab-bringup-noserver-" + tag() + ".log";
+  RemoveAtEnd remove_log{log};
   leave_stale_socket(sock);
   Child c(memif_env(sock, "client"), log);
   std::string said;

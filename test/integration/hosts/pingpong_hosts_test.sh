@@ -28,7 +28,10 @@ for pmd in af_packet af_xdp; do
   done
   port=$((20000 + RANDOM % 20000))
   # af_xdp: the UMEM is the mempool, and the PMD fills 2048 buffers at queue setup (hosts.sh).
-  common=(FI_DPDK_MBUFS=4095 timeout 60 fi_pingpong -p dpdk -e dgram -c -I "$iters")
+  # Under scripts/test.sh's sanitizer build, fi_pingpong (not ip) gets the ASan runtime preloaded.
+  common=(FI_DPDK_MBUFS=4095
+    ${DPFAB_STOCK_PRELOAD:+LD_PRELOAD=$DPFAB_STOCK_PRELOAD ASAN_OPTIONS=detect_leaks=0}
+    timeout 60 fi_pingpong -p dpdk -e dgram -c -I "$iters")
   # shellcheck disable=SC2046  # hosts_env prints one VAR=value per line
   hosts_spawn 0 env $(hosts_env 0 "$pmd") "${common[@]}" -B "$port" >"$logs/$pmd.server" 2>&1
   srv=$HOSTS_PID
