@@ -91,8 +91,10 @@ int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr, void* con
       return -FI_ENOSYS;
     }
     fi_wait_obj resolved;
-    fid_wait* set = attr->wait_obj == FI_WAIT_SET ? attr->wait_set : nullptr;
-    auto signal = make_signal(attr->wait_obj, set, &resolved);
+    const std::optional<fi_wait_obj> wait_obj = app_wait_obj(attr->wait_obj);
+    if (!wait_obj) return -FI_EINVAL;
+    fid_wait* set = *wait_obj == FI_WAIT_SET ? attr->wait_set : nullptr;
+    auto signal = make_signal(*wait_obj, set, &resolved);
     if (!signal) {
       DPFAB_INFO(FI_LOG_CNTR, "fi_cntr_open: %s", signal.error().message.c_str());
       return signal.code();

@@ -152,9 +152,14 @@ int check_attr(const fi_cq_attr& a) noexcept {
   if (a.flags & FI_PEER) return -FI_ENOSYS;  // peer CQs (imported from another provider)
   if (a.flags & ~uint64_t{FI_AFFINITY}) return -FI_EINVAL;
   // format and size: event::Cq::create checks them (-FI_EINVAL).
-  // wait_cond "is ignored if wait_obj is set to FI_WAIT_NONE".
-  if (a.wait_obj != FI_WAIT_NONE && a.wait_cond != FI_CQ_COND_NONE &&
-      a.wait_cond != FI_CQ_COND_THRESHOLD)
+  // wait_cond "is ignored if wait_obj is set to FI_WAIT_NONE". Both read as integers: an
+  // application's value may lie outside the enumeration.
+  const std::optional<fi_wait_obj> w = app_wait_obj(a.wait_obj);
+  if (!w) return -FI_EINVAL;
+  int cond;
+  static_assert(sizeof(cond) == sizeof(a.wait_cond));
+  std::memcpy(&cond, &a.wait_cond, sizeof(cond));
+  if (*w != FI_WAIT_NONE && cond != FI_CQ_COND_NONE && cond != FI_CQ_COND_THRESHOLD)
     return -FI_EINVAL;
   return FI_SUCCESS;
 }
@@ -170,9 +175,11 @@ int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq, void* context) no
       DPFAB_DBG(FI_LOG_CQ, "FI_AFFINITY hint (signaling_vector %d) ignored",
                 attr->signaling_vector);
 
-    fid_wait* wait_set = attr->wait_obj == FI_WAIT_SET ? attr->wait_set : nullptr;
+    const std::optional<fi_wait_obj> wait_obj = app_wait_obj(attr->wait_obj);
+    if (!wait_obj) return -FI_EINVAL;
+    fid_wait* wait_set = *wait_obj == FI_WAIT_SET ? attr->wait_set : nullptr;
     fi_wait_obj resolved = FI_WAIT_NONE;
-    auto signal = make_signal(attr->wait_obj, wait_set, &resolved);
+    auto signal = make_signal(*wait_obj, wait_set, &resolved);
     if (!signal) {
       DPFAB_INFO(FI_LOG_CQ, "%s", signal.error().message.c_str());
       return signal.code();
@@ -197,7 +204,7 @@ int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq, void* context) no
     c->cq = std::move(made.value());
     c->wait_obj = resolved;
     c->wait_set = wait_set;
-    c->wait_cond = attr->wait_obj == FI_WAIT_NONE ? FI_CQ_COND_NONE : attr->wait_cond;
+    c->wait_cond = *wait_obj == FI_WAIT_NONE ? FI_CQ_COND_NONE : attr->wait_cond;
     c->fid.fid.fclass = FI_CLASS_CQ;
     c->fid.fid.context = context;
     c->fid.fid.ops = &g_cq_fi_ops;

@@ -15,7 +15,9 @@
 #include <rdma/providers/fi_prov.h>
 
 #include <atomic>
+#include <cstring>
 #include <new>
+#include <optional>
 #include <string>
 
 #include "common/config.h"
@@ -190,6 +192,26 @@ int waitset_join(fid_wait* ws, wait::Waitable* member, void* context) noexcept;
 int waitset_leave(fid_wait* ws, wait::Waitable* member) noexcept;
 /// Whether members of this wait set need an eventfd of their own (FI_WAIT_POLLFD sets).
 bool waitset_members_need_fd(fid_wait* ws) noexcept;
+
+/// An application's wait_obj, read as an integer: a value outside the enumeration must not be
+/// loaded as fi_wait_obj (undefined behaviour). nullopt for a value libfabric does not define.
+inline std::optional<fi_wait_obj> app_wait_obj(const fi_wait_obj& w) noexcept {
+  static_assert(sizeof(fi_wait_obj) == sizeof(int));
+  int v;
+  std::memcpy(&v, &w, sizeof(v));
+  switch (v) {
+    case FI_WAIT_NONE:
+    case FI_WAIT_UNSPEC:
+    case FI_WAIT_SET:
+    case FI_WAIT_FD:
+    case FI_WAIT_MUTEX_COND:
+    case FI_WAIT_YIELD:
+    case FI_WAIT_POLLFD:
+      return static_cast<fi_wait_obj>(v);
+    default:
+      return std::nullopt;
+  }
+}
 
 /// Creates the Signal for a CQ/EQ/counter opened with `wait_obj` (nullptr for FI_WAIT_NONE, and
 /// for FI_WAIT_SET unless the set needs members' own fds). -FI_EINVAL for an unknown wait_obj or

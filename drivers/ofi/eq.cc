@@ -130,9 +130,11 @@ int eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** eq, void* context) no
       DPFAB_DBG(FI_LOG_EQ, "signaling_vector %d is a hint; EQ events raise no interrupts",
                 attr->signaling_vector);
     // "This field is ignored if wait_obj is not FI_WAIT_SET."
-    fid_wait* wait_set = attr->wait_obj == FI_WAIT_SET ? attr->wait_set : nullptr;
-    fi_wait_obj resolved = attr->wait_obj;
-    auto signal = make_signal(attr->wait_obj, wait_set, &resolved);
+    const std::optional<fi_wait_obj> wait_obj = app_wait_obj(attr->wait_obj);
+    if (!wait_obj) return -FI_EINVAL;
+    fid_wait* wait_set = *wait_obj == FI_WAIT_SET ? attr->wait_set : nullptr;
+    fi_wait_obj resolved = *wait_obj;
+    auto signal = make_signal(*wait_obj, wait_set, &resolved);
     if (!signal) {
       DPFAB_INFO(FI_LOG_EQ, "%s", signal.error().message.c_str());
       return signal.code();

@@ -69,7 +69,9 @@ fi_ops_wait g_waitset_ops = {
 int wait_open(fid_fabric* fabric, fi_wait_attr* attr, fid_wait** waitset) noexcept {
   return guard("fi_wait_open", [&]() -> int {
     if (!fabric || !attr || !waitset || attr->flags) return -FI_EINVAL;
-    auto set = wait::WaitSet::create(attr->wait_obj);
+    const std::optional<fi_wait_obj> wait_obj = app_wait_obj(attr->wait_obj);
+    if (!wait_obj) return -FI_EINVAL;
+    auto set = wait::WaitSet::create(*wait_obj);
     if (!set) {
       DPFAB_INFO(FI_LOG_CORE, "%s", set.error().message.c_str());
       return set.code();
