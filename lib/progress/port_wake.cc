@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "progress/port_wake.h"
 
-#include <fcntl.h>
 #include <rte_ethdev.h>
 #include <sys/epoll.h>
 #include <sys/timerfd.h>

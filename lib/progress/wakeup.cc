@@ -510,9 +510,7 @@ WakeupStats wakeup_stats() {
       ps.events = p.events.load(std::memory_order_relaxed);
       ps.rx_busy = p.rx_busy.load(std::memory_order_relaxed);
       ps.fd_mutes = p.fd_mutes.load(std::memory_order_relaxed);
-      ps.kick = !p.kick                                         ? "none"
-                : p.kick_in_use.load(std::memory_order_relaxed) ? "in use"
-                                                                : "no dpfab peer yet";
+      ps.kick = !p.kick ? "none" : p.engine->wake().kick_in_use() ? "in use" : "no dpfab peer yet";
       ps.kicks = p.kicks.load(std::memory_order_relaxed);
       ps.idle_poll_ns = p.polled() ? p.interval_ns.load(std::memory_order_relaxed) : 0;
       Parker* o = p.owner.load(std::memory_order_acquire);

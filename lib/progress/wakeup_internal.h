@@ -72,7 +72,6 @@ struct PortWatch {
   KickChannel* kick = nullptr;
   rte_epoll_event listen_ev{}, conn_ev{}, wake_ev{};
   bool wake_added = false;
-  std::atomic<bool> kick_in_use{false};  // kicked(), for telemetry
   int64_t next_connect_ns = kNever;
   int64_t connect_backoff_ns = kKickRetryMinNs;
 

@@ -76,9 +76,8 @@ bool on_kick_fd(Thread& t, PortWatch& p, int fd, int64_t now) noexcept {
     return false;
   }
   if (had_peer == p.kicked()) return true;
-  p.kick_in_use.store(p.kicked(), std::memory_order_relaxed);
   // Sleepers on the port's own fds rely on the kick from now on (or no longer: then consumers
-  // that arm have this thread watch the port again).
+  // that arm have this thread watch the port again). Telemetry reads it there too.
   p.engine->wake().set_kick_in_use(p.kicked());
   DPFAB_INFO(FI_LOG_CORE, "port %s: memif kick %s", p.engine->port()->info().name.c_str(),
              p.kicked() ? "in use: sleepers are woken by the peer" : "gone: polled while idle");

@@ -242,6 +242,10 @@ class Waitable {
     const bool on_fds = !fds.empty();
     const int64_t slice = src && !on_fds ? src->poll_interval_ns() : -1;
     for (;;) {
+      // A plain poll step before arming, although try_arm's A3 polls again: work that is
+      // already there is found without arming the port, which would have the peer kick us for
+      // nothing (measured: dropping it raised a blocking ping-pong from 0.6 to 1.0-1.2 OS
+      // wakeups per message on memif). fi_trywait and WaitSet::try_arm do the same.
       progress_once();
       if (pred()) return done(WaitStatus::kReady);
       if (interrupts_.load(std::memory_order_acquire) != seq) {

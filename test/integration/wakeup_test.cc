@@ -247,8 +247,11 @@ TEST_P(Wakeup, IdleConsumersCostNoCpuAndTheFirstMessageAfterIdleArrives) {
   auto started = start_pair(link, c, fn);
   if (started) {
     std::string rest;
-    // The warm-up is a blocking ping-pong (client FD + fi_trywait + epoll, server fi_cq_sread):
-    // every thread of both processes together may sleep at most 1.1 times per message.
+    // The warm-up is a blocking ping-pong (client FD + fi_trywait + epoll, server fi_cq_sread).
+    // Every thread of both processes counts. Measured on 2 vCPUs: 0.5-0.6 per message when the
+    // server's learnt spin budget keeps it awake, 0.93-1.26 when both ends sleep every time
+    // (FI_DPDK_SPIN_US=0); the relay through the wakeup thread cost 2 per message. The bound is
+    // the 1.1 plus room for that spread, so that CI fails on a relay, not on noise.
     const int64_t vcsw0 = process_vcsw(c[0].pid) + process_vcsw(c[1].pid);
     send_line(c[1].ctl, "go");
     EXPECT_TRUE(expect_line(c[1], "idle", nullptr, 30'000));
@@ -258,7 +261,7 @@ TEST_P(Wakeup, IdleConsumersCostNoCpuAndTheFirstMessageAfterIdleArrives) {
     std::printf("[ %s %s ] blocking ping-pong: %.2f OS wakeups per message\n", pmd().c_str(),
                 lcores ? "lcores" : "manual", per_msg);
     if (!lcores) {
-      EXPECT_LE(per_msg, 1.1) << "more than one OS wakeup per message";
+      EXPECT_LE(per_msg, 1.5) << "more OS wakeups per message than sleeping on the port takes";
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // lcores park, lingers end
     int64_t cpu0[2] = {process_cpu_ns(c[0].pid), process_cpu_ns(c[1].pid)};
