@@ -1,8 +1,15 @@
 // SPDX-License-Identifier: BSD-3-Clause
 //
 // fi_getinfo: the attributes dpdk offers and how hints narrow them. Only what is implemented is
-// advertised. Today: one FI_EP_DGRAM / FI_MSG (+ FI_MULTICAST) entry per configured port
-// (domain = port).
+// advertised. Per configured port (domain = port), in this order: an FI_EP_RDM entry (FI_MSG,
+// FI_TAGGED; ep_rdm.cc), then an FI_EP_DGRAM entry (FI_MSG, FI_MULTICAST; ep.cc). Applications
+// that take the first entry (fi_pingpong, fabtests, Open MPI) get the native RDM.
+//
+// The utility providers. libfabric 1.17 lists ofi_rxd and ofi_rxm before any DL provider and
+// layers them over every provider that answers their probe: ofi_rxd asks for FI_EP_DGRAM with
+// mode FI_LOCAL_MR | FI_MSG_PREFIX, which no application sets together with an API of 1.5 or
+// later. We answer that probe with nothing, so "dpdk;ofi_rxd" does not exist and a plain
+// fi_getinfo naming dpdk hands out our own RDM first; DGRAM applications are unaffected.
 //
 // EAL starts here only when the application has chosen this provider (the hints name "dpdk"):
 // libfabric asks every provider, and `fi_info -l` or an MPI job probing for tcp must not start
@@ -15,13 +22,20 @@
 #include "dpdk.h"
 #include "wire/address.h"
 #include "wire/format.h"
+#include "wire/rdm.h"
 
 namespace dpfab::ofi {
 namespace {
 
 // FI_MULTICAST: fi_join on DGRAM endpoints (ep.cc), paired with FI_SEND and/or FI_RECV.
-constexpr uint64_t kCaps =
+constexpr uint64_t kDgramCaps =
     FI_MSG | FI_MULTICAST | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+constexpr uint64_t kRdmCaps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV |
+                              FI_MULTI_RECV | FI_SOURCE | FI_SOURCE_ERR | FI_LOCAL_COMM |
+                              FI_REMOTE_COMM;
+// Granted only when asked for: they cost a lookup per received message.
+constexpr uint64_t kAskedCaps = FI_SOURCE | FI_SOURCE_ERR;
+constexpr uint64_t kRdmMaxMsg = uint64_t{1} << 30;
 // Peers on the same box (memif, ring) and on other hosts (NICs, veth) alike.
 constexpr uint64_t kDomainCaps = FI_LOCAL_COMM | FI_REMOTE_COMM;
 constexpr size_t kDefaultMtu = 1500;
@@ -33,34 +47,45 @@ bool names_us(const fi_info* hints) {
 
 bool too_big(size_t want, size_t have) { return want != 0 && want > have; }
 
-// Fills `out` (from fi_allocinfo) with our attributes for one port.
-void fill(fi_info* out, const config::Config& cfg, const std::string& domain_name, size_t mtu) {
-  out->caps = kCaps & ~FI_SOURCE;  // secondary: granted when the hints ask for it
+uint64_t caps_of(fi_ep_type type) { return type == FI_EP_RDM ? kRdmCaps : kDgramCaps; }
+
+// Fills `out` (from fi_allocinfo) with our attributes for one port and endpoint type.
+void fill(fi_info* out, const config::Config& cfg, const std::string& domain_name, size_t mtu,
+          fi_ep_type type) {
+  const bool rdm = type == FI_EP_RDM;
+  const uint64_t caps = caps_of(type);
+  const size_t payload = wire::max_payload(static_cast<uint32_t>(mtu));
+  out->caps = caps & ~kAskedCaps;
   out->mode = 0;
   out->addr_format = FI_FORMAT_UNSPEC;
 
-  out->tx_attr->caps = kCaps & ~FI_RECV & ~FI_SOURCE & ~kDomainCaps;
+  out->tx_attr->caps =
+      caps & ~FI_RECV & ~FI_DIRECTED_RECV & ~FI_MULTI_RECV & ~kAskedCaps & ~kDomainCaps;
   out->tx_attr->op_flags = 0;
-  out->tx_attr->msg_order = 0;
+  // RDM: messages to one peer are sent and matched in order (rdm_core.h); a rendezvous receive
+  // may complete after later eager ones.
+  out->tx_attr->msg_order = rdm ? FI_ORDER_SAS : 0;
   out->tx_attr->comp_order = FI_ORDER_NONE;
-  out->tx_attr->inject_size = wire::max_payload(static_cast<uint32_t>(mtu));
+  // RDM: one frame's data (fi_inject copies it; the protocol keeps the copy until acked).
+  out->tx_attr->inject_size = rdm ? payload - wire::kRdmHeaderLen : payload;
   out->tx_attr->size = cfg.tx_depth;
-  out->tx_attr->iov_limit = 4;
+  out->tx_attr->iov_limit = rdm ? 1 : 4;
   out->tx_attr->rma_iov_limit = 0;
 
   // FI_MULTICAST is a transmit capability (fi_getinfo(3)); receiving group traffic needs FI_RECV.
-  out->rx_attr->caps = kCaps & ~FI_SEND & ~FI_MULTICAST & ~FI_SOURCE & ~kDomainCaps;
+  out->rx_attr->caps = caps & ~FI_SEND & ~FI_MULTICAST & ~kAskedCaps & ~kDomainCaps;
   out->rx_attr->op_flags = 0;
-  out->rx_attr->msg_order = 0;
+  out->rx_attr->msg_order = rdm ? FI_ORDER_SAS : 0;
   out->rx_attr->comp_order = FI_ORDER_NONE;
   out->rx_attr->total_buffered_recv = 0;
   out->rx_attr->size = cfg.rx_depth;
-  out->rx_attr->iov_limit = 4;
+  out->rx_attr->iov_limit = rdm ? 1 : 4;
 
-  out->ep_attr->type = FI_EP_DGRAM;
+  out->ep_attr->type = type;
   out->ep_attr->protocol = FI_PROTO_UNSPEC;
   out->ep_attr->protocol_version = 1;
-  out->ep_attr->max_msg_size = wire::max_payload(static_cast<uint32_t>(mtu));
+  out->ep_attr->max_msg_size = rdm ? kRdmMaxMsg : payload;
+  out->ep_attr->mem_tag_format = rdm ? 0xaaaaaaaaaaaaaaaaull : 0;  // FI_TAG_GENERIC: all 64 bits
   out->ep_attr->msg_prefix_size = 0;
   out->ep_attr->tx_ctx_cnt = 1;
   out->ep_attr->rx_ctx_cnt = 1;
@@ -94,12 +119,16 @@ void fill(fi_info* out, const config::Config& cfg, const std::string& domain_nam
 // Applies the hints to a filled entry: returns false when they cannot be met.
 bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
   if (!hints) return true;
-  if (hints->caps & ~kCaps) return false;
+  const uint64_t caps = caps_of(out->ep_attr->type);
+  if (hints->caps & ~caps) return false;
   if (hints->caps) {
     out->caps = hints->caps;
     if (!(hints->caps & (FI_SEND | FI_RECV))) out->caps |= FI_SEND | FI_RECV;
     // FI_SOURCE is a secondary capability: only when asked for (it costs a lookup per frame).
     if (!(hints->caps & kDomainCaps)) out->caps |= kDomainCaps;
+    // Secondary capabilities of RDM that cost nothing unless used.
+    // FI_MULTI_RECV is secondary: offered even when not asked for (it costs nothing unused).
+    out->caps |= caps & FI_MULTI_RECV;
   }
   // We require no mode bits; any the application offers are fine.
   // Our native 16-byte address, or struct sockaddr_in (IPv4 + UDP port name an endpoint; the MAC
@@ -115,7 +144,7 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
       return false;
   }
   if (const auto* e = hints->ep_attr) {
-    if (e->type != FI_EP_UNSPEC && e->type != FI_EP_DGRAM) return false;
+    if (e->type != FI_EP_UNSPEC && e->type != out->ep_attr->type) return false;
     if (e->protocol != FI_PROTO_UNSPEC) return false;
     if (too_big(e->max_msg_size, out->ep_attr->max_msg_size)) return false;
     if (e->tx_ctx_cnt > 1 || e->rx_ctx_cnt > 1) return false;
@@ -131,7 +160,7 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
     out->caps |= t->caps;  // what the tx attributes ask for is granted
   }
   if (const auto* r = hints->rx_attr) {
-    if (r->caps & ~(out->rx_attr->caps | FI_SOURCE) & ~FI_MSG) return false;
+    if (r->caps & ~(out->rx_attr->caps | kAskedCaps) & ~FI_MSG) return false;
     out->caps |= r->caps;  // what the rx attributes ask for is granted (FI_SOURCE included)
     if (too_big(r->size, out->rx_attr->size) || too_big(r->iov_limit, out->rx_attr->iov_limit))
       return false;
@@ -166,10 +195,18 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
     if (f->api_version && FI_VERSION_LT(kApiVersion, f->api_version)) return false;
   }
   // The tx/rx attributes carry the capabilities granted, no more (FI_SOURCE only when asked).
-  if (out->caps & FI_SOURCE) out->rx_attr->caps |= FI_SOURCE;
+  out->rx_attr->caps |= out->caps & kAskedCaps;
   out->tx_attr->caps &= out->caps;
   out->rx_attr->caps &= out->caps;
   return true;
+}
+
+// ofi_rxd's probe for a DGRAM provider to layer over (prov/rxd/src/rxd_init.c, 1.17): see the
+// file comment.
+bool rxd_probe(const fi_info* hints) {
+  constexpr uint64_t kRxdMode = FI_LOCAL_MR | FI_MSG_PREFIX;
+  return hints && (hints->mode & kRxdMode) == kRxdMode && hints->ep_attr &&
+         hints->ep_attr->type == FI_EP_DGRAM;
 }
 
 // Resolves node/service to an IPv4 address (network order) and UDP port (network order).
@@ -237,10 +274,13 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
         !(hint_dest = wire::read_address(hints->dest_addr, hints->dest_addrlen)))
       return -FI_ENODATA;
 
+    if (rxd_probe(hints)) return -FI_ENODATA;
     fi_info* head = nullptr;
     fi_info** tail = &head;
     const auto& open_ports = port::ports();
-    for (size_t i = 0; i < cfg->ports.size(); ++i) {
+    for (size_t k = 0; k < 2 * cfg->ports.size(); ++k) {
+      const size_t i = k / 2;
+      const fi_ep_type type = k % 2 == 0 ? FI_EP_RDM : FI_EP_DGRAM;
       const port::Port* p = i < open_ports.size() ? open_ports[i].get() : nullptr;
       std::string domain_name =
           p ? p->info().name : cfg->ports[i].substr(0, cfg->ports[i].find(','));
@@ -251,7 +291,7 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
         fi_freeinfo(head);
         return -FI_ENOMEM;
       }
-      fill(out, *cfg, domain_name, mtu);
+      fill(out, *cfg, domain_name, mtu, type);
       if (!narrow(out, hints, version)) {
         fi_freeinfo(out);
         continue;

@@ -24,6 +24,7 @@
 #include <mutex>
 
 #include "dpdk.h"
+#include "ep.h"
 #include "event/cntr.h"
 #include "event/cq.h"
 #include "proto/av.h"
@@ -62,36 +63,19 @@ struct Mc {
   proto::Destination dest;
 };
 
-struct Endpoint {
-  fid_ep fid{};
-  Domain* domain = nullptr;
-  progress::PortEngine* engine = nullptr;
+struct Endpoint final : EpBase {
   std::unique_ptr<proto::DgramEndpoint> dgram;
   proto::DgramEndpoint::Config cfg;
-  event::Cq* tx_cq = nullptr;
-  event::Cq* rx_cq = nullptr;
-  ::fid* tx_cq_fid = nullptr;
-  ::fid* rx_cq_fid = nullptr;
-  event::Cntr* tx_cntr = nullptr;
-  event::Cntr* rx_cntr = nullptr;
-  fid_av* av_fid = nullptr;
-  proto::AddressVector* av = nullptr;
-  fid_eq* eq = nullptr;
   AvSource source;
-  uint64_t tx_op_flags = 0, rx_op_flags = 0;
-  uint64_t caps = 0;
-  uint16_t udp_port_be = 0;  ///< asked for (info->src_addr / fi_setname), 0 = ephemeral
-  uint16_t ep_id_be = 0;
-  wire::AddrFormat format = wire::AddrFormat::kNative;  ///< what fi_getname writes
-  bool enabled = false;
+  wire::Address address() const noexcept override { return dgram->address(); }
   // Joined groups: fi_join/fi_close(mc) write under mc_mutex; the send path reads the slots.
   std::mutex mc_mutex;
   std::array<std::atomic<Mc*>, kMaxJoins> mcs{};
   size_t mc_open = 0;  // under mc_mutex
 };
 
-Endpoint* ep_of(fid_ep* e) noexcept { return container_of_fid<Endpoint>(&e->fid); }
-Endpoint* ep_of(fid* f) noexcept { return container_of_fid<Endpoint>(f); }
+Endpoint* ep_of(fid* f) noexcept { return static_cast<Endpoint*>(ep_base_of(f)); }
+Endpoint* ep_of(fid_ep* e) noexcept { return ep_of(&e->fid); }
 
 // ---- fi_ops ------------------------------------------------------------------------------
 
@@ -105,84 +89,23 @@ int ep_close(fid* f) noexcept {
     e->engine->unbind(e->dgram->address().udp_port_be);
     e->engine->with_rx_owner([&] { e->dgram->clear_backlog_locked(); });
   }
-  if (e->tx_cq) e->tx_cq->remove_binding();
-  if (e->rx_cq && e->rx_cq != e->tx_cq) e->rx_cq->remove_binding();
-  if (e->tx_cntr) e->tx_cntr->bind_unref();
-  if (e->rx_cntr && e->rx_cntr != e->tx_cntr) e->rx_cntr->bind_unref();
-  if (e->av_fid) av_bind_ref(e->av_fid, -1);
-  if (e->eq) eq_bind_ref(e->eq, -1);
-  e->domain->refs.fetch_sub(1, std::memory_order_release);
+  ep_base_release(e);
   delete e;
   return FI_SUCCESS;
 }
 
-int ep_bind(fid* f, fid* bfid, uint64_t flags) noexcept {
-  Endpoint* e = ep_of(f);
-  if (!bfid) return -FI_EINVAL;
-  if (e->enabled) return -FI_EOPBADSTATE;
-  switch (bfid->fclass) {
-    case FI_CLASS_CQ: {
-      if (flags & ~(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)) return -FI_EBADFLAGS;
-      WaitInfo wi;
-      if (cq_wait_info(bfid, &wi) != FI_SUCCESS) return -FI_EINVAL;
-      auto* cq = static_cast<event::Cq*>(wi.waitable);
-      bool tx = flags & FI_TRANSMIT, rx = flags & FI_RECV;
-      if ((tx && e->tx_cq) || (rx && e->rx_cq)) return -FI_EINVAL;  // one CQ per direction
-      if (!tx && !rx) return -FI_EBADFLAGS;
-      cq->add_binding();
-      if (tx) e->tx_cq = cq, e->tx_cq_fid = bfid;
-      if (rx) e->rx_cq = cq, e->rx_cq_fid = bfid;
-      e->dgram->bind_cq(cq, tx, rx, flags & FI_SELECTIVE_COMPLETION);
-      return FI_SUCCESS;
-    }
-    case FI_CLASS_CNTR: {
-      // Message endpoints count sends and receives; RMA counters have nothing to count here.
-      if (flags & ~(FI_SEND | FI_RECV)) return -FI_EBADFLAGS;
-      WaitInfo wi;
-      if (cntr_wait_info(bfid, &wi) != FI_SUCCESS) return -FI_EINVAL;
-      auto* c = static_cast<event::Cntr*>(wi.waitable);
-      bool tx = flags & FI_SEND, rx = flags & FI_RECV;
-      if ((tx && e->tx_cntr) || (rx && e->rx_cntr) || (!tx && !rx)) return -FI_EINVAL;
-      c->bind_ref();
-      if (tx) e->tx_cntr = c;
-      if (rx) e->rx_cntr = c;
-      e->dgram->bind_cntr(c, tx, rx);
-      return FI_SUCCESS;
-    }
-    case FI_CLASS_AV: {
-      if (e->av_fid) return -FI_EINVAL;
-      auto* av = av_of(container_of_fid<fid_av>(bfid));
-      if (!av) return -FI_EINVAL;
-      av_bind_ref(container_of_fid<fid_av>(bfid), +1);
-      e->av_fid = container_of_fid<fid_av>(bfid);
-      e->av = av;
-      e->source.av = av;
-      e->dgram->bind_source_lookup(&e->source);
-      return FI_SUCCESS;
-    }
-    case FI_CLASS_EQ:
-      if (e->eq) return -FI_EINVAL;
-      if (eq_bind_ref(container_of_fid<fid_eq>(bfid), +1) < 0) return -FI_EINVAL;
-      e->eq = container_of_fid<fid_eq>(bfid);
-      return FI_SUCCESS;
-    default:
-      return -FI_EINVAL;
-  }
-}
-
 int ep_enable(Endpoint* e) noexcept {
   if (e->enabled) return FI_SUCCESS;
-  if ((e->caps & FI_SEND) && !e->tx_cq && !e->tx_cntr) return -FI_ENOCQ;
-  if ((e->caps & FI_RECV) && !e->rx_cq && !e->rx_cntr) return -FI_ENOCQ;
-  if (!e->av) return -FI_ENOAV;
-  uint16_t port = e->udp_port_be;
-  if (port) {
-    if (int r = e->engine->bind(port, e->dgram.get()); r != FI_SUCCESS) return r;
-  } else {
-    port = e->engine->bind_ephemeral(e->dgram.get());
-    if (!port) return -FI_EADDRINUSE;
-  }
-  e->dgram->set_address(port, e->ep_id_be);
+  if (int r = ep_base_enable_check(e); r != FI_SUCCESS) return r;
+  if (e->tx_cq) e->dgram->bind_cq(e->tx_cq, true, false, e->tx_selective);
+  if (e->rx_cq) e->dgram->bind_cq(e->rx_cq, false, true, e->rx_selective);
+  e->dgram->bind_cntr(e->tx_cntr, true, false);
+  e->dgram->bind_cntr(e->rx_cntr, false, true);
+  e->source.av = e->av;
+  e->dgram->bind_source_lookup(&e->source);
+  const int port = ep_base_bind_port(e, e->dgram.get());
+  if (port < 0) return port;
+  e->dgram->set_address(static_cast<uint16_t>(port), e->ep_id_be);
   if (e->eq) {  // RM disabled: CQ overruns become asynchronous errors on this EQ
     if (e->tx_cq_fid) cq_report_overrun_to(e->tx_cq_fid, e->eq);
     if (e->rx_cq_fid) cq_report_overrun_to(e->rx_cq_fid, e->eq);
@@ -193,40 +116,13 @@ int ep_enable(Endpoint* e) noexcept {
 
 int ep_control(fid* f, int command, void* arg) noexcept {
   Endpoint* e = ep_of(f);
-  switch (command) {
-    case FI_ENABLE:
-      return ep_enable(e);
-    case FI_GETOPSFLAG: {
-      auto* flags = static_cast<uint64_t*>(arg);
-      if (!flags) return -FI_EINVAL;
-      if (*flags & FI_TRANSMIT)
-        *flags = e->tx_op_flags;
-      else if (*flags & FI_RECV)
-        *flags = e->rx_op_flags;
-      else
-        return -FI_EINVAL;
-      return FI_SUCCESS;
-    }
-    case FI_SETOPSFLAG: {
-      auto* flags = static_cast<uint64_t*>(arg);
-      if (!flags) return -FI_EINVAL;
-      if (*flags & FI_TRANSMIT)
-        e->tx_op_flags = *flags & ~FI_TRANSMIT;
-      else if (*flags & FI_RECV)
-        e->rx_op_flags = *flags & ~FI_RECV;
-      else
-        return -FI_EINVAL;
-      return FI_SUCCESS;
-    }
-    default:
-      return -FI_ENOSYS;
-  }
+  return command == FI_ENABLE ? ep_enable(e) : ep_base_control(e, command, arg);
 }
 
 fi_ops g_ep_fi_ops = {
     .size = sizeof(fi_ops),
     .close = ep_close,
-    .bind = ep_bind,
+    .bind = ep_base_bind,
     .control = ep_control,
     .ops_open = enosys<decltype(fi_ops::ops_open)>,
     .tostr = nullptr,
@@ -260,29 +156,6 @@ fi_ops_ep g_ep_ops = {
 };
 
 // ---- fi_ops_cm ---------------------------------------------------------------------------
-
-int ep_getname(fid* f, void* addr, size_t* addrlen) noexcept {
-  Endpoint* e = ep_of(f);
-  if (!addrlen) return -FI_EINVAL;
-  wire::Address a = e->dgram->address();
-  if (!e->enabled) a.udp_port_be = e->udp_port_be, a.ep_id_be = e->ep_id_be;
-  size_t have = *addrlen;
-  *addrlen = sizeof(a);
-  if (!addr || have < sizeof(a)) return -FI_ETOOSMALL;
-  wire::write_address(a, e->format, addr, have);
-  return FI_SUCCESS;
-}
-
-int ep_setname(fid* f, void* addr, size_t addrlen) noexcept {
-  Endpoint* e = ep_of(f);
-  if (e->enabled) return -FI_EOPBADSTATE;
-  auto a = wire::read_address(addr, addrlen);
-  if (!a) return -FI_EINVAL;
-  if (a->ipv4_be && a->ipv4_be != e->engine->ipv4_be()) return -FI_EINVAL;  // not our port
-  e->udp_port_be = a->udp_port_be;
-  e->ep_id_be = a->ep_id_be;
-  return FI_SUCCESS;
-}
 
 // ---- multicast ---------------------------------------------------------------------------
 
@@ -529,20 +402,7 @@ fi_ops_msg g_msg_ops = {
     .injectdata = msg_injectdata,
 };
 
-// Operations a DGRAM endpoint does not offer: every slot answers -FI_ENOSYS.
-fi_ops_rma g_rma_ops = {
-    .size = sizeof(fi_ops_rma),
-    .read = enosys<decltype(fi_ops_rma::read)>,
-    .readv = enosys<decltype(fi_ops_rma::readv)>,
-    .readmsg = enosys<decltype(fi_ops_rma::readmsg)>,
-    .write = enosys<decltype(fi_ops_rma::write)>,
-    .writev = enosys<decltype(fi_ops_rma::writev)>,
-    .writemsg = enosys<decltype(fi_ops_rma::writemsg)>,
-    .inject = enosys<decltype(fi_ops_rma::inject)>,
-    .writedata = enosys<decltype(fi_ops_rma::writedata)>,
-    .injectdata = enosys<decltype(fi_ops_rma::injectdata)>,
-};
-
+// Tagged operations: not offered on DGRAM endpoints.
 fi_ops_tagged g_tagged_ops = {
     .size = sizeof(fi_ops_tagged),
     .recv = enosys<decltype(fi_ops_tagged::recv)>,
@@ -556,62 +416,34 @@ fi_ops_tagged g_tagged_ops = {
     .injectdata = enosys<decltype(fi_ops_tagged::injectdata)>,
 };
 
-fi_ops_atomic g_atomic_ops = {
-    .size = sizeof(fi_ops_atomic),
-    .write = enosys<decltype(fi_ops_atomic::write)>,
-    .writev = enosys<decltype(fi_ops_atomic::writev)>,
-    .writemsg = enosys<decltype(fi_ops_atomic::writemsg)>,
-    .inject = enosys<decltype(fi_ops_atomic::inject)>,
-    .readwrite = enosys<decltype(fi_ops_atomic::readwrite)>,
-    .readwritev = enosys<decltype(fi_ops_atomic::readwritev)>,
-    .readwritemsg = enosys<decltype(fi_ops_atomic::readwritemsg)>,
-    .compwrite = enosys<decltype(fi_ops_atomic::compwrite)>,
-    .compwritev = enosys<decltype(fi_ops_atomic::compwritev)>,
-    .compwritemsg = enosys<decltype(fi_ops_atomic::compwritemsg)>,
-    .writevalid = enosys<decltype(fi_ops_atomic::writevalid)>,
-    .readwritevalid = enosys<decltype(fi_ops_atomic::readwritevalid)>,
-    .compwritevalid = enosys<decltype(fi_ops_atomic::compwritevalid)>,
-};
-
 }  // namespace
 
 int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context) noexcept {
   return guard("fi_endpoint", [&]() -> int {
     if (!domain || !info || !ep) return -FI_EINVAL;
     Domain* dom = container_of_fid<Domain>(&domain->fid);
-    if (info->ep_attr && info->ep_attr->type != FI_EP_DGRAM && info->ep_attr->type != FI_EP_UNSPEC)
-      return -FI_EINVAL;
+    const fi_ep_type type = info->ep_attr ? info->ep_attr->type : FI_EP_UNSPEC;
+    if (type != FI_EP_DGRAM && type != FI_EP_RDM && type != FI_EP_UNSPEC) return -FI_EINVAL;
     if (!dom->engine) return -FI_ENODEV;  // a port the application owns: no data path
+    if (type == FI_EP_RDM) return rdm_endpoint_open(dom, info, ep, context);
     auto e = std::make_unique<Endpoint>();
-    e->domain = dom;
-    e->engine = dom->engine;
-    e->caps = info->caps ? info->caps : (FI_MSG | FI_SEND | FI_RECV);
-    if (!(e->caps & (FI_SEND | FI_RECV))) e->caps |= FI_SEND | FI_RECV;
+    ep_base_init(e.get(), dom, info, context);
     size_t max_msg = wire::max_payload(dom->engine->mtu() ? dom->engine->mtu() : 1500);
     e->cfg.max_msg = max_msg;
     e->cfg.inject_size = max_msg;
     e->cfg.rx_size = info->rx_attr && info->rx_attr->size ? info->rx_attr->size : 512;
     e->cfg.source = e->caps & FI_SOURCE;
     e->cfg.rm_enabled = !(info->domain_attr && info->domain_attr->resource_mgmt == FI_RM_DISABLED);
-    if (info->tx_attr) e->tx_op_flags = info->tx_attr->op_flags;
-    if (info->rx_attr) e->rx_op_flags = info->rx_attr->op_flags;
-    e->format = addr_format_of(info->addr_format);
-    if (auto a = wire::read_address(info->src_addr, info->src_addrlen)) {
-      e->udp_port_be = a->udp_port_be;
-      e->ep_id_be = a->ep_id_be;
-    }
     auto dg = proto::DgramEndpoint::create(dom->engine, e->cfg);
     if (!dg) return dg.code();
     e->dgram = std::move(dg.value());
-    e->fid.fid.fclass = FI_CLASS_EP;
-    e->fid.fid.context = context;
     e->fid.fid.ops = &g_ep_fi_ops;
     e->fid.ops = &g_ep_ops;
     e->fid.cm = &g_ep_cm_ops;
     e->fid.msg = &g_msg_ops;
-    e->fid.rma = &g_rma_ops;
+    e->fid.rma = &g_no_rma_ops;
     e->fid.tagged = &g_tagged_ops;
-    e->fid.atomic = &g_atomic_ops;
+    e->fid.atomic = &g_no_atomic_ops;
     dom->refs.fetch_add(1, std::memory_order_relaxed);
     *ep = &e.release()->fid;
     return FI_SUCCESS;

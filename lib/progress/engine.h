@@ -11,6 +11,7 @@
 //     step can still be delivering to the endpoint.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -127,7 +128,11 @@ class PortEngine final : public proto::Link {
   bool rx_busy() const noexcept { return rx_busy_.load(std::memory_order_relaxed); }
   /// When the next protocol timer (ARP retry, new resolution) wants a poll step, in CLOCK_MONOTONIC
   /// ns; UINT64_MAX when none. Any thread (the wakeup thread arms its timerfd with it).
-  uint64_t timer_due_ns() const noexcept { return timer_due_ns_.load(std::memory_order_relaxed); }
+  /// Receivers' timers (RDM retransmissions, delayed acks) count too, as of the last poll step.
+  uint64_t timer_due_ns() const noexcept {
+    return std::min(timer_due_ns_.load(std::memory_order_relaxed),
+                    rx_timer_due_ns_.load(std::memory_order_relaxed));
+  }
 
  private:
   explicit PortEngine(port::Port* p);
@@ -186,7 +191,8 @@ class PortEngine final : public proto::Link {
   EngineStats stats_;
   proto::GroupTable groups_;  // multicast memberships (join_group)
   proto::GroupStats group_stats_;
-  std::atomic<uint64_t> timer_due_ns_{UINT64_MAX};  // see timer_due_ns()
+  std::atomic<uint64_t> timer_due_ns_{UINT64_MAX};     // neighbours; see timer_due_ns()
+  std::atomic<uint64_t> rx_timer_due_ns_{UINT64_MAX};  // receivers, after the backlog pass
   PortWake wake_;
   std::atomic<Parker*> owner_{nullptr};
 };

@@ -80,6 +80,10 @@ class Receiver {
   /// Matches held-back frames with receives posted since. RX owner only. Returns frames
   /// completed.
   virtual size_t drain_backlog() noexcept { return 0; }
+  /// When the receiver's protocol timers next want drain_backlog() to run, in CLOCK_MONOTONIC ns
+  /// (UINT64_MAX: none). Read by the RX owner after each backlog pass, which gives the minimum to
+  /// sleepers' timer fd (PortEngine::timer_due_ns). Any thread.
+  virtual uint64_t timer_due_ns() const noexcept { return UINT64_MAX; }
 };
 
 }  // namespace dpfab::proto

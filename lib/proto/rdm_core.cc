@@ -179,7 +179,6 @@ ssize_t RdmCore::send(const SendOp& op, uint64_t now) noexcept {
     uint8_t* copy = inject_mem_.get() + size_t{i} * cfg_.inject_size;
     if (op.len) std::memcpy(copy, op.buf, op.len);
     t.op.buf = copy;
-    t.op.completion = false;
   }
   ++t.gen;
   t.msg_id = (uint32_t{t.gen} << 16) | i;
@@ -216,6 +215,7 @@ bool RdmCore::send_eager_segment(PeerState& p, uint32_t i, uint64_t now) noexcep
   h.kind = RdmKind::kEager;
   h.offset = t.next_off;
   const uint64_t n = std::min<uint64_t>(cfg_.seg_size, t.op.len - t.next_off);
+  if (t.next_off + n == t.op.len && wants_ack(t)) h.flags |= wire::kRdmAckReq;
   if (p.rel.send(h, {buf + t.next_off, n}, i, now) != 0) return false;
   ++t.unacked;
   t.next_off += n;
@@ -226,6 +226,10 @@ bool RdmCore::send_eager_segment(PeerState& p, uint32_t i, uint64_t now) noexcep
   return true;
 }
 
+// Whether the last packet of `t` asks for an immediate ack: the send completes (CQ entry or
+// counter) only when it is acked. A plain fi_inject reports nothing, so its ack may wait.
+bool RdmCore::wants_ack(const TxOp& t) noexcept { return !t.op.inject || t.op.completion; }
+
 bool RdmCore::send_rdv_segment(PeerState& p, uint32_t i, uint64_t now) noexcept {
   TxOp& t = tx_[i];
   RdmHeader h;
@@ -234,6 +238,7 @@ bool RdmCore::send_rdv_segment(PeerState& p, uint32_t i, uint64_t now) noexcept 
   h.offset = t.next_off;
   h.length = t.op.len;
   const uint64_t n = std::min<uint64_t>(cfg_.seg_size, t.granted - t.next_off);
+  if (t.next_off + n == t.granted && wants_ack(t)) h.flags |= wire::kRdmAckReq;
   const auto* buf = static_cast<const uint8_t*>(t.op.buf);
   if (p.rel.send(h, {buf + t.next_off, n}, i, now) != 0) return false;
   ++t.unacked;
@@ -308,16 +313,16 @@ void RdmCore::maybe_complete_tx(uint32_t i) noexcept {
 
 void RdmCore::complete_tx(uint32_t i, int err) noexcept {
   TxOp& t = tx_[i];
-  if (!t.op.inject && (err != 0 || t.op.completion)) {
-    Completion c;
-    c.context = t.op.context;
-    c.flags = FI_SEND | (t.op.tagged ? FI_TAGGED : FI_MSG);
-    c.len = err ? 0 : t.op.len;
-    c.err = err;
-    sink_->complete(c);
-  }
+  Completion c;
+  c.context = t.op.context;
+  c.flags = FI_SEND | (t.op.tagged ? FI_TAGGED : FI_MSG);
+  c.len = err ? 0 : t.op.len;
+  c.err = err;
+  // An error completes every send but a plain fi_inject (no context to report it with).
+  c.cq = err != 0 ? !t.op.inject || t.op.completion : t.op.completion;
   t.in_use = false;
   tx_free_.put(i);
+  sink_->complete(c);
 }
 
 // ---- receiving ---------------------------------------------------------------------------------
@@ -512,6 +517,7 @@ void RdmCore::complete_rx(uint32_t i, int err) noexcept {
   c.tag = x.tag;
   c.src = x.from;
   c.err = err;
+  c.cq = x.op.completion || err != 0;
   if (err == 0 || err == FI_ETRUNC) {
     c.len = std::min<uint64_t>(x.total, x.op.len);
     if (x.total > x.op.len) {
@@ -848,6 +854,7 @@ void RdmCore::on_frame(fi_addr_t src, const RdmHeader& h, std::span<const uint8_
     ++stats_.unknown_peer;
     return;
   }
+  if (p->rel.is_restart(h)) restart(*p, src);
   activate(*p);
   p->rel.on_frame(h, d, now);
   pump_cts(now);
@@ -891,6 +898,23 @@ void RdmCore::activate(PeerState& p) noexcept {
   if (p.active) return;
   p.active = true;
   active_.push_back(&p);  // reserved to the number of peers in add_peer: no allocation
+}
+
+void RdmCore::restart(PeerState& p, fi_addr_t addr) noexcept {
+  ++stats_.peer_restarts;
+  // What involved the old instance fails as if it had been found unreachable...
+  if (!p.rel.unreachable()) unreachable(addr);
+  // ...and the new one starts with fresh reliability state (its window, our stream to it).
+  p.rel.~RdmPeer();
+  new (&p.rel) RdmPeer(&shared_, addr);
+  p.rdv_turn = false;
+  p.awaiting_cts = 0;
+}
+
+void RdmCore::flush_acks(uint64_t now) noexcept {
+  now_ = now;
+  for (auto& p : peers_)
+    if (p) p->rel.flush_ack(now);
 }
 
 void RdmCore::unreachable(fi_addr_t peer) noexcept {

@@ -19,9 +19,10 @@
 //
 // Completion semantics. A send completes (FI_SEND, with FI_MSG or FI_TAGGED) when every packet
 // of it is acknowledged by the peer (FI_DELIVERY_COMPLETE-like for eager data; for rendezvous
-// after the granted data is acknowledged). FI_INJECT copies the data (at most inject_size) and
-// writes no completion. A receive completes (FI_RECV, FI_MSG/FI_TAGGED, FI_REMOTE_CQ_DATA when the
-// message had data) when all its bytes are in the buffer; src is the sender's fi_addr.
+// after the granted data is acknowledged). An inject copies the data (at most inject_size) and
+// completes as SendOp::completion says (fi_inject: never; fi_sendmsg with FI_INJECT: as asked). A
+// receive completes (FI_RECV, FI_MSG/FI_TAGGED, FI_REMOTE_CQ_DATA when the message had data) when
+// all its bytes are in the buffer; src is the sender's fi_addr.
 //
 // Unexpected messages. An eager message with no matching receive is kept in one of
 // unexpected_slots buffers of eager_max bytes; with none free, its first packet is refused and
@@ -46,7 +47,11 @@
 // the last completion of a message placed in it carries FI_MULTI_RECV. fi_cancel releases it as
 // well (FI_ECANCELED with FI_MULTI_RECV when no message is still arriving into it).
 //
-// Not yet: iov (one buffer per operation), fi_cancel of sends, peer restart.
+// Peer restart. A peer that comes back with a new epoch (another process at the same address)
+// is detected by its first packet; what involved the old instance completes with
+// FI_EHOSTUNREACH and the peer is reachable again (also after it was declared unreachable).
+//
+// Not yet: iov (one buffer per operation), fi_cancel of sends.
 //
 // Threading: one owner at a time (a progress lcore, or an application thread holding the
 // endpoint's progress lock): every call, and every sink callback it makes, happens on the owner;
@@ -113,6 +118,8 @@ struct Completion {
   fi_addr_t src = FI_ADDR_NOTAVAIL;
   int err = 0;
   size_t olen = 0;
+  /// Whether a CQ entry is wanted; false: counters only (selective completion, inject).
+  bool cq = true;
 };
 
 /// What the core needs of the endpoint around it (owner thread only). The callbacks must not call
@@ -135,9 +142,11 @@ struct SendOp {
   uint64_t tag = 0;   ///< tagged only
   uint64_t data = 0;  ///< with has_data only
   bool tagged = false;
-  bool has_data = false;   ///< fi_senddata: remote CQ data
-  bool inject = false;     ///< copy now, no completion
-  bool completion = true;  ///< write a completion on success (errors always complete)
+  bool has_data = false;  ///< fi_senddata: remote CQ data
+  bool inject = false;    ///< copy the data now (at most inject_size bytes)
+  /// Write a completion on success. Errors complete too, except for an inject without one
+  /// (fi_inject: no context to report it with).
+  bool completion = true;
 };
 
 struct RecvOp {
@@ -146,12 +155,14 @@ struct RecvOp {
   void* context = nullptr;
   RecvMatch match;
   uint64_t flags = 0;  ///< FI_PEEK, FI_CLAIM, FI_DISCARD (tagged only); FI_MULTI_RECV (untagged)
+  bool completion = true;  ///< CQ entries on success (false: selective completion, counters only)
 };
 
 /// Counters of the core (owner thread writes; tests and stats read).
 struct CoreStats {
   uint64_t sent_eager = 0, sent_rendezvous = 0, received = 0, truncated = 0;
   uint64_t unexpected = 0, unexpected_refused = 0, protocol_errors = 0, unknown_peer = 0;
+  uint64_t peer_restarts = 0;  ///< a peer came back with a new epoch (see restart())
 };
 
 class RdmCore final : private PeerHost {
@@ -180,6 +191,9 @@ class RdmCore final : private PeerHost {
                 uint64_t now) noexcept;
   /// Timers and queued sends of every peer.
   void progress(uint64_t now) noexcept;
+  /// Sends every delayed ack now (before the endpoint closes: a peer whose last message we
+  /// received must learn so, or it retransmits until it declares us unreachable).
+  void flush_acks(uint64_t now) noexcept;
   /// Earliest time progress() has timer work, or UINT64_MAX.
   uint64_t next_deadline() const noexcept;
 
@@ -214,6 +228,9 @@ class RdmCore final : private PeerHost {
   void unreachable(fi_addr_t peer) noexcept override;
 
   PeerState* state(fi_addr_t a) noexcept;
+  // A peer restarted (RdmPeer::is_restart): operations involving its old instance complete with
+  // FI_EHOSTUNREACH, and the peer starts afresh, reachable again.
+  void restart(PeerState& p, fi_addr_t addr) noexcept;
   // We wait on the peer: a CTS, or the rest of one of its messages.
   bool expecting(const PeerState& p) const noexcept;
   void activate(PeerState& p) noexcept;
@@ -221,6 +238,7 @@ class RdmCore final : private PeerHost {
   void pump_cts(uint64_t now) noexcept;
   ssize_t post_multi(const RecvOp& op) noexcept;
   void init_rx(uint32_t r, const RecvOp& op) noexcept;
+  static bool wants_ack(const TxOp& t) noexcept;
   bool send_eager_segment(PeerState& p, uint32_t op, uint64_t now) noexcept;
   bool send_rdv_segment(PeerState& p, uint32_t op, uint64_t now) noexcept;
   void complete_tx(uint32_t op, int err) noexcept;

@@ -122,6 +122,7 @@ int RdmPeer::send(const RdmHeader& proto, std::span<const uint8_t> data, uint32_
   e.sacked = false;
   e.fast_done = false;
   if (!transmit_entry(e, now)) return -FI_EAGAIN;  // nothing recorded: the seq is still free
+  if (snd_una_ == snd_nxt_) stall_since_ = now;
   ++snd_nxt_;
   if (rto_deadline_ == UINT64_MAX) rto_deadline_ = now + rto_;
   ++sh_->stats.tx_packets;
@@ -132,6 +133,7 @@ void RdmPeer::send_ack(uint64_t now, uint16_t flags) noexcept {
   RdmHeader h;
   h.kind = RdmKind::kAck;
   h.flags = flags;
+  h.msg_id = peer_epoch_;  // the stream we acknowledge: stale acks are told apart by it
   fill_ack(h);
   if (!sh_->host->transmit(addr_, h, {})) {
     ++sh_->stats.tx_refused;
@@ -174,6 +176,7 @@ void RdmPeer::process_ack(const RdmHeader& h, uint64_t now) noexcept {
     }
     if (sample != UINT64_MAX) rtt_sample(sample);
     timeouts_ = 0;
+    stall_since_ = now;
     if (rnr_paused_) {
       rnr_paused_ = false;
       rnr_deadline_ = UINT64_MAX;
@@ -227,6 +230,11 @@ void RdmPeer::process_ack(const RdmHeader& h, uint64_t now) noexcept {
 
 void RdmPeer::on_frame(const RdmHeader& h, std::span<const uint8_t> data, uint64_t now) noexcept {
   if (unreachable_) return;
+  // An ack for another instance of us (a closed endpoint that had our address) is stale.
+  if (h.kind == RdmKind::kAck && h.msg_id != 0 && h.msg_id != sh_->epoch) {
+    ++sh_->stats.rx_stale_epoch;
+    return;
+  }
   if (peer_epoch_ == 0) {
     peer_epoch_ = h.epoch;
   } else if (h.epoch != peer_epoch_) {
@@ -291,6 +299,7 @@ void RdmPeer::deliver_in_order(const RdmHeader& h, std::span<const uint8_t> data
   ++rcv_nxt_;
   held_ >>= 1;  // bit 0 was rcv_nxt + 1: now the next expected, held or not
   ++unacked_rx_;
+  bool ack_now = h.flags & wire::kRdmAckReq;
   bool filled_hole = false;
   for (;;) {
     int32_t& slot = hot_->rx_slot[rcv_nxt_ % kRing];
@@ -300,6 +309,7 @@ void RdmPeer::deliver_in_order(const RdmHeader& h, std::span<const uint8_t> data
     slot = -1;
     const bool ok =
         sh_->host->deliver(addr_, sh_->slots->header(i), {sh_->slots->data(i), sh_->slots->len(i)});
+    ack_now |= sh_->slots->header(i).flags & wire::kRdmAckReq;
     sh_->slots->put(i);
     if (!ok) {
       // Dropped: the sender's SACK mark goes with the next ack and it resends after the RNR wait.
@@ -311,7 +321,7 @@ void RdmPeer::deliver_in_order(const RdmHeader& h, std::span<const uint8_t> data
     held_ >>= 1;
     ++unacked_rx_;
   }
-  if (filled_hole || unacked_rx_ >= sh_->cfg.ack_every) {
+  if (ack_now || filled_hole || unacked_rx_ >= sh_->cfg.ack_every) {
     send_ack(now, 0);
   } else if (ack_deadline_ == UINT64_MAX) {
     ack_deadline_ = now + sh_->cfg.ack_delay_ns;
@@ -352,10 +362,11 @@ void RdmPeer::poll(uint64_t now) noexcept {
       return;
     }
     ++sh_->stats.rto_expiries;
-    if (++timeouts_ > sh_->cfg.max_retries) {
+    if (++timeouts_ > sh_->cfg.max_retries && now - stall_since_ >= sh_->cfg.peer_timeout_ns) {
       declare_unreachable();
       return;
     }
+    timeouts_ = std::min(timeouts_, sh_->cfg.max_retries + 1);
     rto_ = std::min(rto_ * 2, sh_->cfg.rto_max_ns);
     for (uint32_t s = snd_una_; s != snd_nxt_; ++s) {
       TxEntry& e = hot_->tx[s % kRing];
@@ -377,11 +388,11 @@ void RdmPeer::keepalive(bool waiting, uint64_t now) noexcept {
   }
   if (probe_deadline_ == UINT64_MAX) probe_deadline_ = last_heard_ + sh_->cfg.keepalive_ns;
   if (now < probe_deadline_) return;
-  if (probes_ >= sh_->cfg.max_retries) {
+  if (probes_ >= sh_->cfg.max_retries && now - last_heard_ >= sh_->cfg.peer_timeout_ns) {
     declare_unreachable();
     return;
   }
-  ++probes_;
+  probes_ = std::min(probes_ + 1, sh_->cfg.max_retries);
   ++sh_->stats.probes;
   send_ack(now, wire::kRdmAckReq);
   uint64_t wait = rto_;

@@ -17,13 +17,18 @@
 // arrives out of order or twice (the sender needs the SACK), after ack_every in-order packets, and
 // otherwise after ack_delay (a delayed ack, unless a data packet carried it first).
 //
+// Immediate acks. A data packet with kRdmAckReq (the last packet of a message whose sender waits
+// for the ack to complete it) is acked at once: the receiving application may not progress its
+// endpoint again soon (manual progress), and a delayed ack would then never leave.
+//
 // Retransmission. The RTO follows RFC 6298 (Jacobson's SRTT/RTTVAR, RTO = SRTT + 4 RTTVAR,
 // clamped to [rto_min, rto_max]), sampled only from packets sent once (Karn). When the RTO
 // expires without progress, every unacknowledged packet not SACKed is sent again and the RTO
 // doubles (exponential backoff, capped at rto_max); a packet with dupthresh SACKed packets above
 // it is retransmitted early once (fast retransmit). After max_retries consecutive expiries without
-// an ack the peer is declared unreachable: PeerHost::unreachable is called once, the window is
-// emptied and every later send fails with -FI_EHOSTUNREACH (no hang, no retry forever).
+// an ack, and peer_timeout_ns without progress, the peer is declared unreachable:
+// PeerHost::unreachable is called once, the window is emptied and every later send fails with
+// -FI_EHOSTUNREACH (no hang, no retry forever).
 //
 // Receiving. Duplicates (seq below the cumulative ack or already held) are dropped and counted;
 // packets beyond the window are dropped; out-of-order packets within it are copied into a slot of
@@ -41,8 +46,11 @@
 // (kRdmAckReq), and declared unreachable after max_retries unanswered probes.
 //
 // Epochs. Each endpoint instance has a random non-zero epoch. A peer's epoch is learnt from its
-// first frame; frames with another epoch are dropped and counted (a restarted peer must be
-// removed from and re-inserted into the AV: not handled yet).
+// first frame; frames with another epoch are dropped and counted. A pure ack names the epoch of
+// the stream it acknowledges (ours), so an ack left over from a closed endpoint that had our
+// address is dropped rather than taken as the peer's. A restarted peer (a new epoch starting its
+// stream: is_restart) is the host's to handle: RdmCore fails what involved the old instance and
+// starts a fresh RdmPeer.
 //
 // Threading: an RdmPeer and its RdmShared are owned by the thread that owns the endpoint's
 // protocol state at the moment (a progress lcore, or an application thread holding the
@@ -68,7 +76,11 @@ struct ReliabilityConfig {
   uint64_t rto_init_ns = 1'000'000;
   uint64_t rto_min_ns = 200'000;
   uint64_t rto_max_ns = 200'000'000;
-  uint32_t max_retries = 10;  ///< consecutive RTO expiries without progress -> unreachable
+  uint32_t max_retries = 10;  ///< consecutive RTO expiries without progress -> unreachable...
+  /// ...once the peer has also been silent (no progress on our packets, no answer to probes) for
+  /// this long: a peer whose application does not progress its endpoint for a while (manual
+  /// progress, a long computation) is slow, not dead.
+  uint64_t peer_timeout_ns = 10'000'000'000;
   uint64_t ack_delay_ns = 20'000;
   uint32_t ack_every = 4;  ///< in-order packets that trigger an immediate ack
   uint32_t dupthresh = 3;  ///< SACKed packets above a hole that trigger a fast retransmit
@@ -154,6 +166,14 @@ class RdmPeer {
   RdmPeer& operator=(const RdmPeer&) = delete;
 
   fi_addr_t addr() const noexcept { return addr_; }
+  /// The peer's epoch as learnt (0: not heard from yet).
+  uint32_t peer_epoch() const noexcept { return peer_epoch_; }
+  /// Whether `h` is the first packet of a new instance of the peer: another epoch than the one
+  /// learnt, a sequenced packet, at the start of its stream.
+  bool is_restart(const wire::RdmHeader& h) const noexcept {
+    return peer_epoch_ != 0 && h.epoch != peer_epoch_ && h.kind != wire::RdmKind::kAck &&
+           h.seq == sh_->cfg.initial_seq;
+  }
   bool unreachable() const noexcept { return unreachable_; }
   /// Whether send() would take a packet now (window open, no RNR pause, reachable).
   bool can_send() const noexcept;
@@ -172,6 +192,11 @@ class RdmPeer {
 
   /// Runs the timers (delayed ack, RNR resend, retransmission). Call at least by next_deadline().
   void poll(uint64_t now) noexcept;
+  /// Sends the ack that a delayed-ack timer holds back, now (the endpoint is closing: the peer
+  /// would otherwise retransmit to nobody and fail its send).
+  void flush_ack(uint64_t now) noexcept {
+    if (!unreachable_ && ack_deadline_ != UINT64_MAX) send_ack(now, 0);
+  }
   /// The earliest time poll() has work, or UINT64_MAX.
   uint64_t next_deadline() const noexcept;
 
@@ -232,7 +257,8 @@ class RdmPeer {
   uint64_t ack_deadline_ = UINT64_MAX;
   uint64_t rnr_deadline_ = UINT64_MAX;
   uint64_t rnr_backoff_;
-  uint64_t last_heard_ = 0;  // last valid frame from the peer
+  uint64_t last_heard_ = 0;   // last valid frame from the peer
+  uint64_t stall_since_ = 0;  // since when our oldest unacked packet waits (progress resets it)
   uint64_t probe_deadline_ = UINT64_MAX;
   uint32_t probes_ = 0;  // unanswered keepalive probes
 };

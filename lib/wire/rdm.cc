@@ -30,7 +30,7 @@ RdmVerdict rdm_validate(const RdmHeader& h, size_t data_len) noexcept {
   if (h.epoch == 0) return RdmVerdict::kEpoch;
   if (h.reserved != 0) return RdmVerdict::kReserved;
   if (!rdm_has_body(h.kind)) {
-    if (h.seq != 0 || h.msg_id != 0) return RdmVerdict::kAckFields;
+    if (h.seq != 0) return RdmVerdict::kAckFields;
     if (data_len != 0) return RdmVerdict::kDataLength;
     return RdmVerdict::kOk;
   }

@@ -23,7 +23,10 @@
 //       24     2  window       receive window: the sender of this frame accepts seqs < ack + window
 //       26     2  reserved     0
 //       28     4  msg_id       the sender's message id (kEager, kRts, kRdvData); for kCts the
-//                              message id of the *receiver of the CTS* being granted; 0 for kAck
+//                              message id of the *receiver of the CTS* being granted; for kAck
+//                              the epoch of the stream it acknowledges (the receiver's own, as
+//                              the sender knows it; 0 when unknown), so that an ack left over
+//                              from a closed endpoint is not taken by its successor
 //
 // Body, 32 bytes, present for every kind but kAck:
 //
@@ -75,15 +78,20 @@ enum RdmFlag : uint16_t {
   kRdmCqData = 1u << 0,  ///< cq_data is meaningful (kEager, kRts)
   kRdmTagged = 1u << 1,  ///< tagged message (fi_tsend): match on tag (kEager, kRts)
   kRdmRnr = 1u << 2,     ///< kAck: seq `ack` was refused for lack of a buffer; back off
-  kRdmAckReq = 1u << 3,  ///< kAck: answer with an ack at once (a liveness probe)
+  /// Answer with an ack at once. kAck: a liveness probe; kEager/kRdvData: the last packet of a
+  /// message whose sender waits for the ack to complete it.
+  kRdmAckReq = 1u << 3,
 };
 
 /// Flags each kind may carry.
 constexpr uint16_t rdm_allowed_flags(RdmKind k) noexcept {
   switch (k) {
     case RdmKind::kEager:
+      return kRdmCqData | kRdmTagged | kRdmAckReq;
     case RdmKind::kRts:
       return kRdmCqData | kRdmTagged;
+    case RdmKind::kRdvData:
+      return kRdmAckReq;
     case RdmKind::kAck:
       return kRdmRnr | kRdmAckReq;
     default:
@@ -129,7 +137,7 @@ enum class RdmVerdict : uint8_t {
   kFlags,        ///< a flag the kind may not carry
   kEpoch,        ///< epoch 0
   kReserved,     ///< reserved field not 0
-  kAckFields,    ///< kAck with seq or msg_id set
+  kAckFields,    ///< kAck with seq set
   kDataLength,   ///< data after a kind that carries none, or an empty segment of a non-empty
                  ///< message
   kLength,       ///< length > kRdmMaxLength

@@ -22,9 +22,12 @@ struct InfoDeleter {
 using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
 
 /// Hints that choose the dpdk provider (this is what makes the provider start EAL in getinfo).
-inline InfoPtr dpdk_hints() {
+// Hints naming dpdk, for one endpoint type (most tests here are DGRAM tests; getinfo's own
+// tests ask for FI_EP_UNSPEC to see every entry).
+inline InfoPtr dpdk_hints(fi_ep_type type = FI_EP_DGRAM) {
   InfoPtr h(fi_allocinfo());
   h->fabric_attr->prov_name = strdup("dpdk");
+  h->ep_attr->type = type;
   return h;
 }
 

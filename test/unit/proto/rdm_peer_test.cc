@@ -55,6 +55,7 @@ ReliabilityConfig cfg() {
   c.rto_min_ns = 100;
   c.rto_max_ns = 64000;
   c.max_retries = 4;
+  c.peer_timeout_ns = 0;  // retries alone decide (PeerTimeout... tests the time bound)
   c.ack_delay_ns = 50;
   c.ack_every = 2;
   c.dupthresh = 3;
@@ -324,6 +325,69 @@ TEST(RdmPeer, ReceiverWithoutBufferAnswersRnrAndTheSenderBacksOff) {
   p.b_to_a();
   EXPECT_EQ(p.pa.in_flight(), 0u);
   EXPECT_TRUE(p.pa.can_send());
+}
+
+// A peer that does not answer for a while (its application computes without progressing the
+// endpoint) is not declared unreachable before peer_timeout_ns, however many RTOs expired; once
+// the time has passed it is, at the next expiry.
+TEST(RdmPeer, PeerTimeoutBoundsUnreachableInTime) {
+  Pair p;
+  p.a.sh.cfg.peer_timeout_ns = 1'000'000;  // 1 ms, against an RTO capped at 64 us
+  const uint64_t start = p.now;
+  ASSERT_EQ(p.send(1), 0);
+  while (p.a.host.dead == 0) {
+    p.a.host.out.clear();
+    p.now = p.pa.next_deadline();
+    ASSERT_NE(p.now, UINT64_MAX);
+    p.pa.poll(p.now);
+  }
+  EXPECT_GE(p.now - start, 1'000'000u);
+  EXPECT_LT(p.now - start, 1'000'000u + 2 * 64'000u);
+  EXPECT_GT(p.a.sh.stats.rto_expiries, cfg().max_retries + 1);  // it kept trying meanwhile
+}
+
+// A slow peer that answers before the timeout is not given up.
+TEST(RdmPeer, PeerTimeoutSpareASlowPeer) {
+  Pair p;
+  p.a.sh.cfg.peer_timeout_ns = 1'000'000;
+  ASSERT_EQ(p.send(1), 0);
+  for (int i = 0; i < 12; ++i) {  // well past max_retries expiries, under 1 ms
+    p.a.host.out.clear();
+    p.now = p.pa.next_deadline();
+    p.pa.poll(p.now);
+  }
+  ASSERT_EQ(p.a.host.dead, 0);
+  p.a_to_b();  // the latest retransmission arrives
+  p.now += 100;
+  p.pb.poll(p.now + 1'000'000);
+  p.b_to_a();
+  EXPECT_EQ(p.pa.in_flight(), 0u);
+  EXPECT_FALSE(p.pa.unreachable());
+}
+
+// The last packet of a message whose sender waits for its ack (kRdmAckReq) is acked at once;
+// other in-order packets wait for the delayed ack.
+TEST(RdmPeer, AckRequestOnDataIsAnsweredAtOnce) {
+  Pair p;
+  ASSERT_EQ(p.send(1), 0);
+  p.a_to_b();
+  EXPECT_TRUE(p.b.host.out.empty());  // delayed
+  p.now += cfg().ack_delay_ns;
+  p.pb.poll(p.now);
+  ASSERT_EQ(p.b.host.out.size(), 1u);
+  p.b_to_a();
+  static std::vector<uint8_t> buf(10, 7);
+  RdmHeader h;
+  h.kind = RdmKind::kEager;
+  h.flags = dpfab::wire::kRdmAckReq;
+  h.msg_id = 2;
+  h.length = buf.size();
+  ASSERT_EQ(p.pa.send(h, buf, 2, p.now), 0);
+  p.a_to_b();
+  ASSERT_EQ(p.b.host.out.size(), 1u);  // at once
+  EXPECT_EQ(p.b.host.out[0].h.kind, RdmKind::kAck);
+  p.b_to_a();
+  EXPECT_EQ(p.pa.in_flight(), 0u);
 }
 
 TEST(RdmPeer, KeepaliveProbesASilentPeerAndGivesUp) {

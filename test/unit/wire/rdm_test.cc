@@ -183,15 +183,15 @@ TEST(RdmHeader, KindSpecificRules) {
   EXPECT_EQ(encode_rdm(p, e, 0), -EINVAL);
   EXPECT_EQ(rdm_validate(e, 0), RdmVerdict::kDataLength);
 
-  // kAck: no seq, no msg_id, no data; its 32 bytes only.
+  // kAck: no seq, no data; its 32 bytes only; msg_id echoes the acked stream's epoch.
   RdmHeader a;
   a.epoch = 1;
   EXPECT_EQ(rdm_validate(a, 0), RdmVerdict::kOk);
   a.seq = 1;
   EXPECT_EQ(rdm_validate(a, 0), RdmVerdict::kAckFields);
   a.seq = 0;
-  a.msg_id = 1;
-  EXPECT_EQ(rdm_validate(a, 0), RdmVerdict::kAckFields);
+  a.msg_id = 0x1234;
+  EXPECT_EQ(rdm_validate(a, 0), RdmVerdict::kOk);
   a.msg_id = 0;
   EXPECT_EQ(rdm_validate(a, 1), RdmVerdict::kDataLength);
   a.flags = kRdmRnr | kRdmAckReq;

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// What the endpoint types share (ep_common.cc): the fid, the bindings (CQs, counters, AV, EQ),
+// operation flags, the address an endpoint asks for, and the fi_ops that do not depend on the
+// protocol. ep.cc is FI_EP_DGRAM over proto::DgramEndpoint, ep_rdm.cc FI_EP_RDM over
+// proto::RdmEndpoint; each embeds EpBase as its base and fills in its own ops tables.
+#pragma once
+
+#include <rdma/fi_endpoint.h>
+
+#include "dpdk.h"
+#include "event/cntr.h"
+#include "event/cq.h"
+#include "proto/av.h"
+#include "wire/address.h"
+
+namespace dpfab::ofi {
+
+struct EpBase {
+  fid_ep fid{};
+  Domain* domain = nullptr;
+  progress::PortEngine* engine = nullptr;
+  fi_ep_type type = FI_EP_DGRAM;
+  event::Cq* tx_cq = nullptr;
+  event::Cq* rx_cq = nullptr;
+  ::fid* tx_cq_fid = nullptr;
+  ::fid* rx_cq_fid = nullptr;
+  bool tx_selective = false, rx_selective = false;  // FI_SELECTIVE_COMPLETION bindings
+  event::Cntr* tx_cntr = nullptr;
+  event::Cntr* rx_cntr = nullptr;
+  fid_av* av_fid = nullptr;
+  proto::AddressVector* av = nullptr;
+  fid_eq* eq = nullptr;
+  uint64_t tx_op_flags = 0, rx_op_flags = 0;
+  uint64_t caps = 0;
+  uint16_t udp_port_be = 0;  ///< asked for (info->src_addr / fi_setname), 0 = ephemeral
+  uint16_t ep_id_be = 0;
+  wire::AddrFormat format = wire::AddrFormat::kNative;  ///< what fi_getname writes
+  bool enabled = false;
+
+  virtual ~EpBase() = default;
+  /// Our address as fi_getname gives it (the bound UDP port once enabled).
+  virtual wire::Address address() const noexcept = 0;
+};
+
+inline EpBase* ep_base_of(fid* f) noexcept { return container_of_fid<EpBase>(f); }
+
+/// Fills the fields every endpoint takes from its info (caps, op flags, address format, the UDP
+/// port and endpoint id of info->src_addr). The caller takes the domain reference once the
+/// endpoint exists (ep_base_release drops it).
+void ep_base_init(EpBase* e, Domain* dom, const fi_info* info, void* context) noexcept;
+/// Drops the bindings' references and the domain's (fi_close; the protocol is gone by then).
+void ep_base_release(EpBase* e) noexcept;
+/// fi_ep_bind of a CQ, counter, AV or EQ: checks and records the binding (the protocol object
+/// takes it at enable). -FI_EINVAL, -FI_EBADFLAGS, -FI_EOPBADSTATE after enable.
+int ep_base_bind(fid* f, fid* bfid, uint64_t flags) noexcept;
+/// fi_enable's checks common to every type: -FI_ENOCQ, -FI_ENOAV.
+int ep_base_enable_check(const EpBase* e) noexcept;
+/// Binds the endpoint's UDP port (asked for, else ephemeral) on its port engine to `r`.
+/// @return the port (network order) or a negative FI_E* code.
+int ep_base_bind_port(EpBase* e, proto::Receiver* r) noexcept;
+/// fi_control FI_GETOPSFLAG / FI_SETOPSFLAG; -FI_ENOSYS for other commands.
+int ep_base_control(EpBase* e, int command, void* arg) noexcept;
+/// fi_getname / fi_setname (fi_ops_cm).
+int ep_getname(fid* f, void* addr, size_t* addrlen) noexcept;
+int ep_setname(fid* f, void* addr, size_t addrlen) noexcept;
+
+/// The fi_msg(3) iov rules: at most `limit` entries, an array when count > 0, and no entry with
+/// a length but no buffer.
+bool valid_iov(const iovec* iov, size_t count, size_t limit) noexcept;
+
+/// Tables shared by the types: RMA and atomics are not offered.
+extern fi_ops_rma g_no_rma_ops;
+extern fi_ops_atomic g_no_atomic_ops;
+
+/// fi_endpoint for FI_EP_RDM (ep_rdm.cc).
+int rdm_endpoint_open(Domain* dom, fi_info* info, fid_ep** ep, void* context) noexcept;
+
+}  // namespace dpfab::ofi

@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// The parts of fid_ep every endpoint type shares (ep.h).
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_rma.h>
+
+#include "ep.h"
+
+namespace dpfab::ofi {
+
+void ep_base_init(EpBase* e, Domain* dom, const fi_info* info, void* context) noexcept {
+  e->domain = dom;
+  e->engine = dom->engine;
+  e->caps = info->caps ? info->caps : (FI_MSG | FI_SEND | FI_RECV);
+  if (!(e->caps & (FI_SEND | FI_RECV))) e->caps |= FI_SEND | FI_RECV;
+  if (info->tx_attr) e->tx_op_flags = info->tx_attr->op_flags;
+  if (info->rx_attr) e->rx_op_flags = info->rx_attr->op_flags;
+  e->format = addr_format_of(info->addr_format);
+  if (auto a = wire::read_address(info->src_addr, info->src_addrlen)) {
+    e->udp_port_be = a->udp_port_be;
+    e->ep_id_be = a->ep_id_be;
+  }
+  e->fid.fid.fclass = FI_CLASS_EP;
+  e->fid.fid.context = context;
+}
+
+void ep_base_release(EpBase* e) noexcept {
+  if (e->tx_cq) e->tx_cq->remove_binding();
+  if (e->rx_cq && e->rx_cq != e->tx_cq) e->rx_cq->remove_binding();
+  if (e->tx_cntr) e->tx_cntr->bind_unref();
+  if (e->rx_cntr && e->rx_cntr != e->tx_cntr) e->rx_cntr->bind_unref();
+  if (e->av_fid) av_bind_ref(e->av_fid, -1);
+  if (e->eq) eq_bind_ref(e->eq, -1);
+  e->domain->refs.fetch_sub(1, std::memory_order_release);
+}
+
+int ep_base_bind(fid* f, fid* bfid, uint64_t flags) noexcept {
+  EpBase* e = ep_base_of(f);
+  if (!bfid) return -FI_EINVAL;
+  if (e->enabled) return -FI_EOPBADSTATE;
+  switch (bfid->fclass) {
+    case FI_CLASS_CQ: {
+      if (flags & ~(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)) return -FI_EBADFLAGS;
+      WaitInfo wi;
+      if (cq_wait_info(bfid, &wi) != FI_SUCCESS) return -FI_EINVAL;
+      auto* cq = static_cast<event::Cq*>(wi.waitable);
+      bool tx = flags & FI_TRANSMIT, rx = flags & FI_RECV;
+      if ((tx && e->tx_cq) || (rx && e->rx_cq)) return -FI_EINVAL;  // one CQ per direction
+      if (!tx && !rx) return -FI_EBADFLAGS;
+      cq->add_binding();
+      const bool selective = flags & FI_SELECTIVE_COMPLETION;
+      if (tx) e->tx_cq = cq, e->tx_cq_fid = bfid, e->tx_selective = selective;
+      if (rx) e->rx_cq = cq, e->rx_cq_fid = bfid, e->rx_selective = selective;
+      return FI_SUCCESS;
+    }
+    case FI_CLASS_CNTR: {
+      // Message endpoints count sends and receives; RMA counters have nothing to count here.
+      if (flags & ~(FI_SEND | FI_RECV)) return -FI_EBADFLAGS;
+      WaitInfo wi;
+      if (cntr_wait_info(bfid, &wi) != FI_SUCCESS) return -FI_EINVAL;
+      auto* c = static_cast<event::Cntr*>(wi.waitable);
+      bool tx = flags & FI_SEND, rx = flags & FI_RECV;
+      if ((tx && e->tx_cntr) || (rx && e->rx_cntr) || (!tx && !rx)) return -FI_EINVAL;
+      c->bind_ref();
+      if (tx) e->tx_cntr = c;
+      if (rx) e->rx_cntr = c;
+      return FI_SUCCESS;
+    }
+    case FI_CLASS_AV: {
+      if (e->av_fid) return -FI_EINVAL;
+      auto* av = av_of(container_of_fid<fid_av>(bfid));
+      if (!av) return -FI_EINVAL;
+      av_bind_ref(container_of_fid<fid_av>(bfid), +1);
+      e->av_fid = container_of_fid<fid_av>(bfid);
+      e->av = av;
+      return FI_SUCCESS;
+    }
+    case FI_CLASS_EQ:
+      if (e->eq) return -FI_EINVAL;
+      if (eq_bind_ref(container_of_fid<fid_eq>(bfid), +1) < 0) return -FI_EINVAL;
+      e->eq = container_of_fid<fid_eq>(bfid);
+      return FI_SUCCESS;
+    default:
+      return -FI_EINVAL;
+  }
+}
+
+int ep_base_enable_check(const EpBase* e) noexcept {
+  if ((e->caps & FI_SEND) && !e->tx_cq && !e->tx_cntr) return -FI_ENOCQ;
+  if ((e->caps & FI_RECV) && !e->rx_cq && !e->rx_cntr) return -FI_ENOCQ;
+  if (!e->av) return -FI_ENOAV;
+  return FI_SUCCESS;
+}
+
+int ep_base_bind_port(EpBase* e, proto::Receiver* r) noexcept {
+  uint16_t port = e->udp_port_be;
+  if (port) {
+    if (int rc = e->engine->bind(port, r); rc != FI_SUCCESS) return rc;
+    return port;
+  }
+  port = e->engine->bind_ephemeral(r);
+  return port ? port : -FI_EADDRINUSE;
+}
+
+int ep_base_control(EpBase* e, int command, void* arg) noexcept {
+  switch (command) {
+    case FI_GETOPSFLAG: {
+      auto* flags = static_cast<uint64_t*>(arg);
+      if (!flags) return -FI_EINVAL;
+      if (*flags & FI_TRANSMIT)
+        *flags = e->tx_op_flags;
+      else if (*flags & FI_RECV)
+        *flags = e->rx_op_flags;
+      else
+        return -FI_EINVAL;
+      return FI_SUCCESS;
+    }
+    case FI_SETOPSFLAG: {
+      auto* flags = static_cast<uint64_t*>(arg);
+      if (!flags) return -FI_EINVAL;
+      if (*flags & FI_TRANSMIT)
+        e->tx_op_flags = *flags & ~FI_TRANSMIT;
+      else if (*flags & FI_RECV)
+        e->rx_op_flags = *flags & ~FI_RECV;
+      else
+        return -FI_EINVAL;
+      return FI_SUCCESS;
+    }
+    default:
+      return -FI_ENOSYS;
+  }
+}
+
+int ep_getname(fid* f, void* addr, size_t* addrlen) noexcept {
+  EpBase* e = ep_base_of(f);
+  if (!addrlen) return -FI_EINVAL;
+  wire::Address a = e->address();
+  if (!e->enabled) a.udp_port_be = e->udp_port_be, a.ep_id_be = e->ep_id_be;
+  size_t have = *addrlen;
+  *addrlen = sizeof(a);
+  if (!addr || have < sizeof(a)) return -FI_ETOOSMALL;
+  wire::write_address(a, e->format, addr, have);
+  return FI_SUCCESS;
+}
+
+int ep_setname(fid* f, void* addr, size_t addrlen) noexcept {
+  EpBase* e = ep_base_of(f);
+  if (e->enabled) return -FI_EOPBADSTATE;
+  auto a = wire::read_address(addr, addrlen);
+  if (!a) return -FI_EINVAL;
+  if (a->ipv4_be && a->ipv4_be != e->engine->ipv4_be()) return -FI_EINVAL;  // not our port
+  e->udp_port_be = a->udp_port_be;
+  e->ep_id_be = a->ep_id_be;
+  return FI_SUCCESS;
+}
+
+bool valid_iov(const iovec* iov, size_t count, size_t limit) noexcept {
+  if (count > limit || (count && !iov)) return false;
+  for (size_t i = 0; i < count; ++i)
+    if (!iov[i].iov_base && iov[i].iov_len) return false;
+  return true;
+}
+
+fi_ops_rma g_no_rma_ops = {
+    .size = sizeof(fi_ops_rma),
+    .read = enosys<decltype(fi_ops_rma::read)>,
+    .readv = enosys<decltype(fi_ops_rma::readv)>,
+    .readmsg = enosys<decltype(fi_ops_rma::readmsg)>,
+    .write = enosys<decltype(fi_ops_rma::write)>,
+    .writev = enosys<decltype(fi_ops_rma::writev)>,
+    .writemsg = enosys<decltype(fi_ops_rma::writemsg)>,
+    .inject = enosys<decltype(fi_ops_rma::inject)>,
+    .writedata = enosys<decltype(fi_ops_rma::writedata)>,
+    .injectdata = enosys<decltype(fi_ops_rma::injectdata)>,
+};
+
+fi_ops_atomic g_no_atomic_ops = {
+    .size = sizeof(fi_ops_atomic),
+    .write = enosys<decltype(fi_ops_atomic::write)>,
+    .writev = enosys<decltype(fi_ops_atomic::writev)>,
+    .writemsg = enosys<decltype(fi_ops_atomic::writemsg)>,
+    .inject = enosys<decltype(fi_ops_atomic::inject)>,
+    .readwrite = enosys<decltype(fi_ops_atomic::readwrite)>,
+    .readwritev = enosys<decltype(fi_ops_atomic::readwritev)>,
+    .readwritemsg = enosys<decltype(fi_ops_atomic::readwritemsg)>,
+    .compwrite = enosys<decltype(fi_ops_atomic::compwrite)>,
+    .compwritev = enosys<decltype(fi_ops_atomic::compwritev)>,
+    .compwritemsg = enosys<decltype(fi_ops_atomic::compwritemsg)>,
+    .writevalid = enosys<decltype(fi_ops_atomic::writevalid)>,
+    .readwritevalid = enosys<decltype(fi_ops_atomic::readwritevalid)>,
+    .compwritevalid = enosys<decltype(fi_ops_atomic::compwritevalid)>,
+};
+
+}  // namespace dpfab::ofi

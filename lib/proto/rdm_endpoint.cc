@@ -1,0 +1,336 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "proto/rdm_endpoint.h"
+
+#include <rte_byteorder.h>
+#include <rte_mbuf.h>
+#include <time.h>
+
+#include <cstring>
+
+#include "common/counter.h"
+#include "common/log.h"
+#include "wire/encoder.h"
+#include "wire/format.h"
+
+namespace dpfab::proto {
+
+Result<std::unique_ptr<RdmEndpoint>> RdmEndpoint::create(Link* link, const Config& cfg) {
+  if (!link || !link->pool()) return make_error(-FI_ENODEV, "rdm: the port has no mempool");
+  std::unique_ptr<RdmEndpoint> ep(new (std::nothrow) RdmEndpoint(link, cfg));
+  if (!ep) return make_error(-FI_ENOMEM, "rdm: out of memory");
+  return ep;
+}
+
+RdmEndpoint::~RdmEndpoint() {
+  // Unbound from the port by now: nobody else calls in. Frames never handed to the port go.
+  if (txq_n_) rte_pktmbuf_free_bulk(txq_, txq_n_);
+}
+
+void RdmEndpoint::bind_cq(event::Cq* cq, bool tx, bool rx, bool selective) noexcept {
+  if (tx) tx_cq_ = cq, tx_selective_ = selective;
+  if (rx) rx_cq_ = cq, rx_selective_ = selective;
+}
+
+void RdmEndpoint::bind_cntr(event::Cntr* c, bool tx, bool rx) noexcept {
+  if (tx) tx_cntr_ = c;
+  if (rx) rx_cntr_ = c;
+}
+
+int RdmEndpoint::enable() noexcept {
+  std::lock_guard lock(mu_);
+  if (core_) return 0;
+  auto core = rdm::RdmCore::create(cfg_.core, this);
+  if (!core) {
+    DPFAB_WARN(FI_LOG_EP_CTRL, "%s", core.error().message.c_str());
+    return core.code();
+  }
+  core_ = std::move(core.value());
+  return 0;
+}
+
+void RdmEndpoint::set_address(uint16_t udp_port_be, uint16_t ep_id_be) noexcept {
+  std::lock_guard lock(mu_);
+  udp_port_be_ = udp_port_be;
+  ep_id_be_ = ep_id_be;
+}
+
+void RdmEndpoint::flush_acks() noexcept {
+  std::lock_guard lock(mu_);
+  if (!core_) return;
+  core_->flush_acks(now_ns());
+  finish();
+}
+
+wire::Address RdmEndpoint::address() const noexcept {
+  wire::Address a;
+  std::memcpy(a.mac, link_->mac().addr_bytes, 6);
+  a.ipv4_be = link_->ipv4_be();
+  a.udp_port_be = udp_port_be_;
+  a.ep_id_be = ep_id_be_;
+  return a;
+}
+
+uint64_t RdmEndpoint::now_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// ---- peers -------------------------------------------------------------------------------------
+
+uint32_t RdmEndpoint::peer_id(const wire::Address& a) noexcept {
+  const uint64_t key = key_of(a.ipv4_be, a.udp_port_be, a.ep_id_be);
+  if (auto it = ids_.find(key); it != ids_.end()) {
+    // The same endpoint behind a new MAC (a NIC replaced, a re-resolved neighbour): use the new.
+    std::memcpy(peers_[it->second].addr.mac, a.mac, 6);
+    return it->second;
+  }
+  if (peers_.size() >= cfg_.max_peers) return kNoPeer;
+  const auto id = static_cast<uint32_t>(peers_.size());
+  try {
+    peers_.push_back(Peer{a});
+    ids_.emplace(key, id);
+  } catch (...) {
+    if (peers_.size() > id) peers_.pop_back();
+    return kNoPeer;
+  }
+  if (core_->add_peer(id) != 0) {
+    ids_.erase(key);
+    peers_.pop_back();
+    return kNoPeer;
+  }
+  bump(stats_.peers);
+  return id;
+}
+
+uint32_t RdmEndpoint::peer_of(fi_addr_t a) noexcept {
+  const AvEntry* e = av_ ? av_->lookup(a) : nullptr;
+  return e ? peer_id(e->addr) : kNoPeer;
+}
+
+// ---- data path ---------------------------------------------------------------------------------
+
+ssize_t RdmEndpoint::send(const Send& s) noexcept {
+  if (!s.buf && s.len) return -FI_EINVAL;
+  std::lock_guard lock(mu_);
+  if (!core_) return -FI_EOPBADSTATE;
+  const uint32_t peer = peer_of(s.dest);
+  if (peer == kNoPeer) return -FI_EINVAL;
+  // Resource management: every send in progress may still complete into the CQ (and, sharing
+  // it, every receive posted).
+  if (cfg_.rm_enabled && tx_cq_) {
+    size_t owed = core_->tx_in_use() + 1 + (tx_cq_ == rx_cq_ ? core_->rx_in_use() : 0);
+    if (!tx_cq_->would_fit(owed)) return -FI_EAGAIN;
+  }
+  rdm::SendOp op;
+  op.dest = peer;
+  op.buf = s.buf;
+  op.len = s.len;
+  op.context = s.context;
+  op.tag = s.tag;
+  op.data = s.data;
+  op.tagged = s.tagged;
+  op.has_data = s.has_data;
+  op.inject = s.inject;
+  op.completion = s.completion;
+  const ssize_t r = core_->send(op, now_ns());
+  finish();
+  return r;
+}
+
+ssize_t RdmEndpoint::recv(rdm::RecvOp op) noexcept {
+  if (!op.buf && op.len) return -FI_EINVAL;
+  std::lock_guard lock(mu_);
+  if (!core_) return -FI_EOPBADSTATE;
+  if (op.match.src != FI_ADDR_UNSPEC) {
+    const uint32_t peer = peer_of(op.match.src);
+    if (peer == kNoPeer) return -FI_EINVAL;
+    op.match.src = peer;
+  }
+  if (cfg_.rm_enabled && rx_cq_) {
+    size_t owed = core_->rx_in_use() + 1 + (tx_cq_ == rx_cq_ ? core_->tx_in_use() : 0);
+    if (!rx_cq_->would_fit(owed)) return -FI_EAGAIN;
+  }
+  const ssize_t r = core_->recv(op, now_ns());
+  finish();
+  return r;
+}
+
+int RdmEndpoint::cancel(void* context) noexcept {
+  std::lock_guard lock(mu_);
+  if (!core_) return -FI_ENOENT;
+  const int r = core_->cancel(context);
+  finish();
+  return r;
+}
+
+// ---- receive side ------------------------------------------------------------------------------
+
+bool RdmEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
+  if (f.header.type != wire::Type::kRdm) {
+    bump(stats_.rx_not_rdm);
+    return false;
+  }
+  bump(stats_.rx_frames);
+  std::span<const uint8_t> payload;
+  uint8_t copy[RTE_MBUF_DEFAULT_DATAROOM];
+  if (f.payload) {
+    payload = {f.payload, f.payload_len};
+  } else {  // spans segments: a jumbo frame, or a PMD that chains
+    if (f.payload_len > sizeof(copy)) {
+      bump(stats_.rx_rejected);
+      return false;
+    }
+    bump(stats_.rx_segmented);
+    const void* p = rte_pktmbuf_read(m, f.payload_offset, f.payload_len, copy);
+    if (!p) return false;
+    payload = {static_cast<const uint8_t*>(p), f.payload_len};
+  }
+  wire::RdmHeader h;
+  std::span<const uint8_t> data;
+  if (wire::decode_rdm(f.header, payload, &h, &data, decode_) != wire::RdmVerdict::kOk) {
+    bump(stats_.rx_rejected);
+    return false;
+  }
+  wire::Address from;
+  std::memcpy(from.mac, f.src_mac.addr_bytes, 6);
+  from.ipv4_be = f.src_ip_be;
+  from.udp_port_be = f.src_port_be;
+  from.ep_id_be = rte_cpu_to_be_16(f.header.src_ep);
+  std::lock_guard lock(mu_);
+  if (!core_) return false;  // not enabled yet
+  const uint32_t peer = peer_id(from);
+  if (peer == kNoPeer) {
+    bump(stats_.peers_refused);
+    return false;
+  }
+  core_->on_frame(peer, h, data, now_ns());
+  finish();
+  return false;  // the core copied what it keeps
+}
+
+size_t RdmEndpoint::drain_backlog() noexcept {
+  const uint64_t now = now_ns();
+  if (now < due_ns_.load(std::memory_order_relaxed)) return 0;
+  // An application thread in a core call runs the timers' work soon enough; do not wait for it.
+  std::unique_lock lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock() || !core_) return 0;
+  core_->progress(now);
+  finish();
+  return 0;
+}
+
+void RdmEndpoint::finish() noexcept {
+  flush();
+  // Frames the port did not take go with the next poll step: due now.
+  due_ns_.store(txq_n_ ? 0 : core_->next_deadline(), std::memory_order_relaxed);
+}
+
+void RdmEndpoint::flush() noexcept {
+  if (!txq_n_) return;
+  const uint16_t sent = link_->transmit(txq_, static_cast<uint16_t>(txq_n_));
+  stats_.tx_frames.fetch_add(sent, std::memory_order_relaxed);
+  if (sent < txq_n_) {
+    stats_.tx_deferred.fetch_add(txq_n_ - sent, std::memory_order_relaxed);
+    std::memmove(txq_, txq_ + sent, (txq_n_ - sent) * sizeof(txq_[0]));
+  }
+  txq_n_ -= sent;
+}
+
+// ---- rdm::CoreSink -----------------------------------------------------------------------------
+
+bool RdmEndpoint::transmit(fi_addr_t peer, const wire::RdmHeader& h,
+                           std::span<const uint8_t> data) noexcept {
+  if (txq_n_ == kTxBurst) {
+    flush();
+    if (txq_n_ == kTxBurst) return false;  // the port is full: the core tries again later
+  }
+  const Peer& p = peers_[peer];
+  rte_mbuf* m = rte_pktmbuf_alloc(link_->pool());
+  if (!m) {
+    bump(stats_.tx_no_mbuf);
+    return false;
+  }
+  const size_t hl = wire::rdm_header_len(h.kind);
+  const size_t len = hl + data.size();
+  auto* b = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
+  if (!b || wire::encode_rdm({b, hl}, h, data.size()) < 0) {
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  if (!data.empty()) std::memcpy(b + hl, data.data(), data.size());
+  wire::Route route;
+  route.src_mac = link_->mac();
+  std::memcpy(route.dst_mac.addr_bytes, p.addr.mac, 6);
+  route.src_ip_be = link_->ipv4_be();
+  route.dst_ip_be = p.addr.ipv4_be;
+  route.src_port_be = udp_port_be_;
+  route.dst_port_be = p.addr.udp_port_be;
+  const wire::Header outer = wire::rdm_outer_header(
+      rte_be_to_cpu_16(ep_id_be_), rte_be_to_cpu_16(p.addr.ep_id_be), static_cast<uint32_t>(len));
+  if (wire::encode_mbuf(m, route, outer, ip_id_++, link_->tx_caps()) != 0) {
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  txq_[txq_n_++] = m;
+  return true;
+}
+
+void RdmEndpoint::complete(const rdm::Completion& c) noexcept {
+  const bool tx = c.flags & FI_SEND;
+  event::Cq* cq = tx ? tx_cq_ : rx_cq_;
+  event::Cntr* cntr = tx ? tx_cntr_ : rx_cntr_;
+  fi_addr_t src = FI_ADDR_NOTAVAIL;
+  const wire::Address* from = !tx && c.src < peers_.size() ? &peers_[c.src].addr : nullptr;
+  if (from && cfg_.source && av_)
+    src = av_->reverse(from->ipv4_be, from->udp_port_be, from->ep_id_be);
+  // FI_SOURCE_ERR: a message from an address the AV does not hold is an error whose err_data is
+  // that address (fi_cq(3)), so that the application can insert it.
+  const bool unknown = !c.err && from && cfg_.source_err && src == FI_ADDR_NOTAVAIL;
+  if (c.err || unknown) {
+    if (cntr) cntr->add_err(1);
+    if (!cq || !c.cq) return;
+    fi_cq_err_entry e{};
+    e.op_context = c.context;
+    e.flags = c.flags;
+    e.len = c.len;
+    e.buf = c.buf;
+    e.data = c.data;
+    e.tag = c.tag;
+    e.olen = c.olen;
+    e.err = unknown ? FI_EADDRNOTAVAIL : c.err;
+    e.prov_errno = -e.err;
+    int w;
+    if (unknown) {
+      uint8_t addr[sizeof(wire::Address)];
+      const size_t n = wire::write_address(*from, cfg_.format, addr, sizeof(addr));
+      w = cq->write_error(e, addr, n);
+    } else {
+      w = cq->write_error(e, nullptr, 0);
+    }
+    if (w != 0) bump(stats_.cq_overrun);
+    return;
+  }
+  if (cntr) cntr->add(1);
+  if (cq && c.cq && !cq->write(c.context, c.flags, c.len, c.buf, c.data, c.tag, src))
+    bump(stats_.cq_overrun);
+}
+
+// ---- statistics --------------------------------------------------------------------------------
+
+rdm::CoreStats RdmEndpoint::core_stats() noexcept {
+  std::lock_guard lock(mu_);
+  return core_ ? core_->stats() : rdm::CoreStats{};
+}
+
+rdm::ReliabilityStats RdmEndpoint::reliability_stats() noexcept {
+  std::lock_guard lock(mu_);
+  return core_ ? core_->reliability_stats() : rdm::ReliabilityStats{};
+}
+
+size_t RdmEndpoint::in_use() noexcept {
+  std::lock_guard lock(mu_);
+  return core_ ? core_->tx_in_use() + core_->rx_in_use() + core_->unexpected_in_use() : 0;
+}
+
+}  // namespace dpfab::proto

@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// RdmEndpoint: an FI_EP_RDM endpoint on a port: the protocol core (rdm_core.h) bound to a UDP
+// port of a Link, its frames built into and read from mbufs, its completions written to CQs and
+// counters.
+//
+// Peers. The core knows peers by a small index of this endpoint's own (a "peer id"), not by the
+// AV's fi_addr: a message may come from an address the application never inserted (fabtests and
+// fi_pingpong servers learn their client from its first message), an address may be inserted
+// after it was heard from, and a removed AV entry may come back under another fi_addr. A peer is
+// its (IPv4, UDP port, endpoint id); it gets an id the first time we send to it or hear from it,
+// and keeps it (and its reliable stream) for the endpoint's life. Completions carry the sender's
+// fi_addr looked up in the AV when FI_SOURCE is on (FI_ADDR_NOTAVAIL for an address not in it;
+// with FI_SOURCE_ERR such a receive completes as an FI_EADDRNOTAVAIL error whose err_data is the
+// sender's address, fi_cq(3)).
+//
+// Threads. The core has one owner at a time: every core call (application sends, receives and
+// cancels; frames delivered by the port's RX owner; timers run from the poll step) holds the
+// endpoint's mutex. The RX owner never holds it while polling, and application threads never poll
+// while holding it, so the two orders (rx side -> mutex -> TX lock; mutex -> TX lock) cannot
+// deadlock. Frames the core sends during a call are gathered and given to the port in bursts
+// when the call ends (one doorbell, one memif kick per burst); a frame the port does not take
+// stays queued (in order) and goes with the next burst: back-pressure, never loss.
+//
+// Timers (retransmission, delayed acks, RNR back-off, keepalive probes) run from the port's poll
+// step: has_backlog() says a deadline is set, drain_backlog() runs the core when it is due, and
+// timer_due_ns() gives it to the port engine, which arms its timer fd with it before a consumer
+// sleeps (lib/progress/port_wake.h): a sleeping application still retransmits.
+#pragma once
+
+#include <rdma/fi_endpoint.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "common/result.h"
+#include "event/cntr.h"
+#include "event/cq.h"
+#include "proto/av.h"
+#include "proto/endpoint.h"
+#include "proto/rdm_core.h"
+#include "wire/address.h"
+#include "wire/rdm.h"
+
+namespace dpfab::proto {
+
+struct RdmEndpointStats {
+  std::atomic<uint64_t> rx_frames{0}, tx_frames{0};
+  std::atomic<uint64_t> rx_not_rdm{0};     ///< DGRAM frames sent to our port: dropped
+  std::atomic<uint64_t> rx_rejected{0};    ///< RDM headers decode_rdm refused (see rdm_decode)
+  std::atomic<uint64_t> rx_segmented{0};   ///< frames whose payload spanned mbuf segments
+  std::atomic<uint64_t> tx_no_mbuf{0};     ///< a frame could not be built: the core retries
+  std::atomic<uint64_t> tx_deferred{0};    ///< frames the port did not take at once (sent later)
+  std::atomic<uint64_t> peers{0};          ///< peer ids given out
+  std::atomic<uint64_t> peers_refused{0};  ///< frames from new peers beyond max_peers: dropped
+  std::atomic<uint64_t> cq_overrun{0};     ///< completions that found their CQ full
+};
+
+class RdmEndpoint final : public Receiver, private rdm::CoreSink {
+ public:
+  struct Config {
+    rdm::CoreConfig core;
+    bool source = false;      ///< FI_SOURCE: completions carry the sender's fi_addr
+    bool source_err = false;  ///< FI_SOURCE_ERR: unknown senders complete as FI_EADDRNOTAVAIL
+    bool rm_enabled = true;   ///< FI_RM_ENABLED: refuse work whose completion would not fit
+    uint32_t max_peers = 1u << 20;
+    wire::AddrFormat format = wire::AddrFormat::kNative;  ///< of FI_SOURCE_ERR's err_data
+  };
+  /// The endpoint on `link`; the core is made at enable(). -FI_ENODEV without a mempool.
+  static Result<std::unique_ptr<RdmEndpoint>> create(Link* link, const Config& cfg);
+  ~RdmEndpoint() override;
+
+  // ---- set-up (control path, before enable) ----
+  void bind_cq(event::Cq* cq, bool tx, bool rx, bool selective) noexcept;
+  void bind_cntr(event::Cntr* c, bool tx, bool rx) noexcept;
+  void bind_av(const AddressVector* av) noexcept { av_ = av; }
+  Config& config() noexcept { return cfg_; }
+  /// Makes the core (cfg_ as set by then). 0 or the core's error.
+  int enable() noexcept;
+  /// Our UDP port and endpoint id (network byte order), once the port is bound.
+  void set_address(uint16_t udp_port_be, uint16_t ep_id_be) noexcept;
+  bool enabled() const noexcept { return core_ != nullptr; }
+  /// Before close: sends the acks delayed-ack timers hold back (RdmCore::flush_acks).
+  void flush_acks() noexcept;
+  wire::Address address() const noexcept;
+
+  // ---- data path (application threads, after enable) ----
+  struct Send {
+    fi_addr_t dest = FI_ADDR_UNSPEC;
+    const void* buf = nullptr;
+    size_t len = 0;
+    void* context = nullptr;
+    uint64_t tag = 0;
+    uint64_t data = 0;
+    bool tagged = false;
+    bool has_data = false;
+    bool inject = false;     ///< copy now (at most inject_size)
+    bool completion = true;  ///< a CQ entry on success (the caller applies selective completion)
+  };
+  /// fi_send & co. -FI_EINVAL: NULL buffer with a length, or `dest` not in the AV; -FI_EMSGSIZE;
+  /// -FI_EAGAIN: tx_ops sends in progress, or no CQ room (RM); -FI_EHOSTUNREACH: the peer was
+  /// declared unreachable.
+  ssize_t send(const Send& s) noexcept;
+  /// fi_recv & co (op.match.src is an fi_addr of the AV, or FI_ADDR_UNSPEC; op.completion as
+  /// selective completion says). -FI_EINVAL for a
+  /// NULL buffer with a length, a source not in the AV, and what RdmCore::recv refuses;
+  /// -FI_EAGAIN: rx_ops receives posted, or no CQ room (RM).
+  ssize_t recv(rdm::RecvOp op) noexcept;
+  /// fi_cancel of a posted receive. 0 or -FI_ENOENT.
+  int cancel(void* context) noexcept;
+
+  // ---- receive side (the port's RX owner) ----
+  bool deliver(const wire::Frame& f, rte_mbuf* m) noexcept override;
+  bool has_backlog() const noexcept override {
+    return due_ns_.load(std::memory_order_relaxed) != UINT64_MAX;
+  }
+  size_t drain_backlog() noexcept override;
+  uint64_t timer_due_ns() const noexcept override {
+    return due_ns_.load(std::memory_order_relaxed);
+  }
+
+  const RdmEndpointStats& stats() const noexcept { return stats_; }
+  const wire::RdmDecodeStats& rdm_decode() const noexcept { return decode_; }
+  /// Core counters (read under the endpoint's lock: a snapshot).
+  rdm::CoreStats core_stats() noexcept;
+  rdm::ReliabilityStats reliability_stats() noexcept;
+  /// Operations in progress (0 when everything completed), under the lock.
+  size_t in_use() noexcept;
+
+ private:
+  struct Peer {
+    wire::Address addr;  // mac, ipv4, udp port, ep id (network order)
+  };
+  static constexpr uint32_t kNoPeer = UINT32_MAX;
+  static constexpr size_t kTxBurst = 32;
+
+  RdmEndpoint(Link* link, const Config& cfg) : link_(link), cfg_(cfg) {}
+  static uint64_t now_ns() noexcept;
+  static uint64_t key_of(uint32_t ip_be, uint16_t port_be, uint16_t ep_be) noexcept {
+    return uint64_t{ip_be} << 32 | uint64_t{port_be} << 16 | ep_be;
+  }
+  // Under mu_. The peer id of an address, made when new (kNoPeer beyond max_peers or when the
+  // core cannot take it).
+  uint32_t peer_id(const wire::Address& a) noexcept;
+  // Under mu_. The peer id of an AV fi_addr; kNoPeer when it is not in the AV.
+  uint32_t peer_of(fi_addr_t a) noexcept;
+  // Under mu_: gives queued frames to the port; refreshes due_ns_.
+  void finish() noexcept;
+  void flush() noexcept;
+
+  // rdm::CoreSink (under mu_)
+  bool transmit(fi_addr_t peer, const wire::RdmHeader& h,
+                std::span<const uint8_t> data) noexcept override;
+  void complete(const rdm::Completion& c) noexcept override;
+
+  Link* link_;
+  Config cfg_;
+  const AddressVector* av_ = nullptr;
+  event::Cq* tx_cq_ = nullptr;
+  event::Cq* rx_cq_ = nullptr;
+  bool tx_selective_ = false, rx_selective_ = false;
+  event::Cntr* tx_cntr_ = nullptr;
+  event::Cntr* rx_cntr_ = nullptr;
+  uint16_t udp_port_be_ = 0, ep_id_be_ = 0;
+
+  std::mutex mu_;  // the core's owner (see the file comment)
+  std::unique_ptr<rdm::RdmCore> core_;
+  std::vector<Peer> peers_;                     // by peer id
+  std::unordered_map<uint64_t, uint32_t> ids_;  // key_of(address) -> peer id
+  rte_mbuf* txq_[kTxBurst] = {};                // frames built during the call in progress
+  uint32_t txq_n_ = 0;
+  uint16_t ip_id_ = 0;
+  std::atomic<uint64_t> due_ns_{UINT64_MAX};  // the core's next deadline
+  wire::RdmDecodeStats decode_;               // RX owner
+  RdmEndpointStats stats_;
+};
+
+}  // namespace dpfab::proto
