@@ -59,7 +59,7 @@ void print_config(const config::Config& cfg) {
     for (char c : v.key) var += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     std::string from = config::source_name(v.source);
     if (v.source != config::Source::kDefault) from += ": " + v.origin;
-    std::printf("  %-18s = %-50s [%s]\n", var.c_str(), v.text.empty() ? "''" : v.text.c_str(),
+    std::printf("  %-21s = %-50s [%s]\n", var.c_str(), v.text.empty() ? "''" : v.text.c_str(),
                 from.c_str());
   }
 }

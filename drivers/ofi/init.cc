@@ -105,6 +105,19 @@ Result<const config::Config*> start_runtime() {
   std::vector<progress::PortEngine*> engines;
   for (const auto& p : **ports)
     if (auto e = progress::PortEngine::of(p.get())) engines.push_back(*e);
+  // Fault injection (testing): on every port, before anything polls them.
+  if (cfg.faults.any()) {
+    DPFAB_WARN(FI_LOG_CORE,
+               "fault injection on every port: loss %g, reorder %g, dup %g, corrupt %g, seed %llu",
+               cfg.faults.loss, cfg.faults.reorder, cfg.faults.dup, cfg.faults.corrupt,
+               static_cast<unsigned long long>(cfg.faults.seed));
+    for (progress::PortEngine* e : engines)
+      if (int rc = e->set_faults(cfg.faults); rc != 0) {
+        Error err{rc, "fault injection: out of memory"};
+        report_error(err);
+        return err;
+      }
+  }
   // The wakeup thread watches the ports while consumers sleep or lcores are parked. Without it
   // everything still works: waits poll in slices, lcores never park.
   progress::WakeupConfig wcfg;

@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 
 #include <array>
+#include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -21,7 +23,7 @@ namespace {
 constexpr const char* kSection = "dpdk";
 
 // The single list of keys. config/dpfab.conf must show the same defaults; a unit test checks it.
-constexpr std::array<KeyInfo, 12> kKeys{{
+constexpr std::array<KeyInfo, 17> kKeys{{
     {"config", "",
      "Path of the configuration file to read instead of the installed default (dpfab.conf)."},
     {"eal_args", "--no-huge --no-shconf --no-pci -m 48 --log-level=*:warning",
@@ -50,6 +52,21 @@ constexpr std::array<KeyInfo, 12> kKeys{{
      "While consumers sleep or lcores are parked, the wakeup thread polls a port without rx "
      "interrupts (memif, af_packet, null, ring) at most this many microseconds apart (from 20 us "
      "after traffic, doubling while idle): the extra latency of the first frame after a pause."},
+    {"fault_loss", "0",
+     "Fault injection (testing): probability in [0, 1] that a received IPv4/UDP frame is "
+     "dropped. ARP and IGMP frames are never faulted."},
+    {"fault_reorder", "0",
+     "Fault injection: probability in [0, 1] that a received IPv4/UDP frame is held back and "
+     "handled after the next frame (at most 8 held; an idle poll releases them)."},
+    {"fault_dup", "0",
+     "Fault injection: probability in [0, 1] that a received IPv4/UDP frame is handled twice "
+     "(the second time as a copy)."},
+    {"fault_corrupt", "0",
+     "Fault injection: probability in [0, 1] that one random bit of a received IPv4 packet "
+     "(header or payload) is flipped; the decoder's checksums reject it."},
+    {"fault_seed", "1",
+     "Seed of the fault injection's generator (0 to 2^63-1, mixed with the port id): the same "
+     "seed and traffic give the same faults."},
 }};
 
 // What rte_cfgfile keeps per name/value (CFG_NAME_LEN/CFG_VALUE_LEN in rte_cfgfile.h, minus NUL).
@@ -156,6 +173,17 @@ Result<int64_t> int_in_range(const Value& v, int64_t lo, int64_t hi) {
 
 Error bad(const Value& v, const std::string& why) {
   return make_error(-FI_EINVAL, v.origin + ": key '" + v.key + "': '" + v.text + "': " + why);
+}
+
+// A probability: a decimal number in [0, 1] ("0.1", "1e-3"), read with from_chars (not strtod:
+// the application's locale may want a decimal comma).
+Result<double> probability(const Value& v) {
+  double p = 0;
+  const char* end = v.text.data() + v.text.size();
+  auto [ptr, ec] = std::from_chars(v.text.data(), end, p);
+  if (v.text.empty() || ec != std::errc() || ptr != end || !std::isfinite(p) || p < 0 || p > 1)
+    return bad(v, "not a probability from 0 to 1 (such as 0.01)");
+  return p;
 }
 
 }  // namespace
@@ -300,6 +328,17 @@ Result<Config> load(const EnvLookup& env, const std::string& default_file) {
       auto n = int_in_range(v, 20, 1'000'000);
       if (!n) return n.error();
       cfg.idle_poll_us = *n;
+    } else if (v.key.starts_with("fault_") && v.key != "fault_seed") {
+      auto p = probability(v);
+      if (!p) return p.error();
+      if (v.key == "fault_loss") cfg.faults.loss = *p;
+      if (v.key == "fault_reorder") cfg.faults.reorder = *p;
+      if (v.key == "fault_dup") cfg.faults.dup = *p;
+      if (v.key == "fault_corrupt") cfg.faults.corrupt = *p;
+    } else if (v.key == "fault_seed") {
+      auto n = int_in_range(v, 0, INT64_MAX);
+      if (!n) return n.error();
+      cfg.faults.seed = static_cast<uint64_t>(*n);
     }
   }
   // Trailing 'auto' entries beyond the ports are harmless (the default is one 'auto').

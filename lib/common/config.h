@@ -43,6 +43,18 @@ struct Ipv4Prefix {
   uint8_t prefix_len = 0;
 };
 
+/// Fault injection on the receive side of every port (progress/faults.h, fi_dpdk(7)): the
+/// probability that a received IPv4/UDP frame is lost, held back behind later frames, handled
+/// twice or has one bit flipped. All 0 (the default): off.
+struct FaultConfig {
+  double loss = 0;
+  double reorder = 0;
+  double dup = 0;
+  double corrupt = 0;
+  uint64_t seed = 1;  ///< of each port's generator (mixed with the port id): same seed, same faults
+  bool any() const noexcept { return loss > 0 || reorder > 0 || dup > 0 || corrupt > 0; }
+};
+
 struct Config {
   std::string file;                             ///< the file read, empty when none
   std::vector<std::string> eal_args;            ///< extra EAL arguments, already split
@@ -58,6 +70,7 @@ struct Config {
   bool lcore_spin_auto = true;  ///< lcores' spin budget learnt (lcore_spin_us = auto)
   int64_t lcore_spin_us = 0;    ///< lcores' fixed budget when !lcore_spin_auto; < 0 = never park
   int64_t idle_poll_us = 0;     ///< longest idle-poll interval of a port without rx interrupt
+  FaultConfig faults;           ///< fault_* keys
   std::vector<Value> values;    ///< effective text of every key, in keys() order
 
   const Value* find(std::string_view key) const noexcept;

@@ -228,6 +228,8 @@ long PortEngine::poll_step(uint16_t* received) noexcept {
   size_t delivered = drain_backlogs();  // frames held for receives posted since
   rte_mbuf* pkts[kBurst];
   uint16_t n = likely(!stopped_) ? rte_eth_rx_burst(port_id_, 0, pkts, kBurst) : 0;
+  *received = n;
+  if (unlikely(faults_ != nullptr)) n = faults_->apply_burst_st(pkts, n, kBurst, received);
   uint16_t to_free = 0;
   for (uint16_t i = 0; i < n; ++i) {
     Handled h = handle(pkts[i]);
@@ -245,7 +247,6 @@ long PortEngine::poll_step(uint16_t* received) noexcept {
     rte_pktmbuf_free_bulk(pkts, to_free);
     bump(stats_.rx_frames, n);
   }
-  *received = n;
   return static_cast<long>(delivered);
 }
 
@@ -289,6 +290,16 @@ bool PortEngine::prepare_sleep() noexcept {
   }
   wake_.arm_timer(timer_due_ns());
   return true;
+}
+
+int PortEngine::set_faults(const config::FaultConfig& f) noexcept {
+  std::unique_ptr<FaultInjector> faults;
+  if (f.any()) {
+    faults.reset(new (std::nothrow) FaultInjector(f, port_id_, pool(), &stats_.faults));
+    if (!faults) return -FI_ENOMEM;
+  }
+  with_rx_owner([&] { faults_.swap(faults); });
+  return 0;  // the injector replaced, if any, frees the frames it held
 }
 
 bool PortEngine::tap_sigio_handler_installed() noexcept {

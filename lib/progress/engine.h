@@ -18,6 +18,7 @@
 
 #include "common/result.h"
 #include "port/port.h"
+#include "progress/faults.h"
 #include "progress/memif_kick.h"
 #include "progress/parker.h"
 #include "progress/port_wake.h"
@@ -30,6 +31,7 @@
 namespace dpfab::progress {
 
 struct EngineStats {
+  /// rx_frames: frames poll steps handled (with fault injection: what it left and added)
   std::atomic<uint64_t> rx_frames{0}, tx_frames{0}, tx_full{0};
   std::atomic<uint64_t> no_listener{0};  ///< data frames for a UDP port nobody bound
   /// Unicast data frames for another host: a destination IPv4 or MAC not the port's (a bridge
@@ -42,6 +44,8 @@ struct EngineStats {
   std::atomic<uint64_t> restarts{0};  ///< port restarts to reconnect (memif clients)
   std::atomic<uint64_t> arp{0};       ///< ARP frames handled
   std::atomic<uint64_t> arp_sent{0};  ///< requests, replies and announcements sent
+  /// Fault injection (set_faults): frames dropped, reordered, duplicated, corrupted.
+  FaultStats faults;
 };
 
 class PortEngine final : public proto::Link {
@@ -89,6 +93,10 @@ class PortEngine final : public proto::Link {
   static bool tap_sigio_handler_installed() noexcept;
   /// The worker lcore that owns the port (lcores.cc), or null: transmit() unparks it.
   void set_owner(Parker* p) noexcept { owner_.store(p, std::memory_order_release); }
+  /// Injects faults into what the port receives (faults.h) at `f`'s rates from now on; all rates
+  /// 0 turns injection off (frames it held are freed). Control path, any thread (waits for the
+  /// receive side). @return 0; -FI_ENOMEM.
+  [[nodiscard]] int set_faults(const config::FaultConfig& f) noexcept;
   /// The port's wake sources (port_wake.h).
   PortWake& wake() noexcept { return wake_; }
   const PortWake& wake() const noexcept { return wake_; }
@@ -189,6 +197,8 @@ class PortEngine final : public proto::Link {
   std::atomic<proto::Receiver*> receivers_[kMaxReceivers] = {};
   std::atomic<size_t> receivers_used_{0};  // slots ever used: the backlog pass scans only these
   EngineStats stats_;
+  // RX owner; null unless set_faults turned injection on (it swaps it holding the RX side).
+  std::unique_ptr<FaultInjector> faults_;
   proto::GroupTable groups_;  // multicast memberships (join_group)
   proto::GroupStats group_stats_;
   std::atomic<uint64_t> timer_due_ns_{UINT64_MAX};     // neighbours; see timer_due_ns()

@@ -60,6 +60,11 @@ int tel_stats(const char*, const char*, rte_tel_data* d) {
         add_u64(d, k + "arp", st.arp.load(std::memory_order_relaxed));
         add_u64(d, k + "arp_sent", st.arp_sent.load(std::memory_order_relaxed));
         add_u64(d, k + "rx_rejected", e.decode_stats().rejected());
+        // Fault injection (faults.h; all 0 when off).
+        add_u64(d, k + "faults_dropped", st.faults.dropped.load(std::memory_order_relaxed));
+        add_u64(d, k + "faults_reordered", st.faults.reordered.load(std::memory_order_relaxed));
+        add_u64(d, k + "faults_duplicated", st.faults.duplicated.load(std::memory_order_relaxed));
+        add_u64(d, k + "faults_corrupted", st.faults.corrupted.load(std::memory_order_relaxed));
         // Sleeping on the port (port_wake.h): how its sleepers are woken, and what they did.
         const PortWake& w = e.wake();
         rte_tel_data_add_dict_string(d, (k + "sleep").c_str(), w.describe());

@@ -76,6 +76,8 @@ TEST(Config, DefaultsApplyWithoutFileOrEnvironment) {
   EXPECT_TRUE(cfg->spin_auto);
   EXPECT_EQ(cfg->spin_max_us, 100);
   EXPECT_TRUE(cfg->lcore_spin_auto);
+  EXPECT_FALSE(cfg->faults.any());  // fault injection off
+  EXPECT_EQ(cfg->faults.seed, 1u);
   for (const auto& v : cfg->values) EXPECT_EQ(v.source, Source::kDefault) << v.key;
 }
 
@@ -86,7 +88,8 @@ TEST(Config, EveryKeyIsListedOnceWithHelp) {
     EXPECT_GT(std::string(k.help).size(), 10u) << k.name;
   }
   for (const char* required : {"config", "eal_args", "ports", "ipv4", "lcores", "mbufs", "rx_depth",
-                               "tx_depth", "spin_us", "spin_max_us", "lcore_spin_us"})
+                               "tx_depth", "spin_us", "spin_max_us", "lcore_spin_us", "fault_loss",
+                               "fault_reorder", "fault_dup", "fault_corrupt", "fault_seed"})
     EXPECT_TRUE(names.count(required)) << required;
 }
 
@@ -142,6 +145,30 @@ TEST(Config, ConsumerSpinBudgetIsAutoOrNotNegative) {
   ASSERT_TRUE(good) << good.error().message;
   EXPECT_TRUE(good->spin_auto);
   EXPECT_EQ(good->lcore_spin_us, 50);
+}
+
+TEST(Config, FaultRatesAreProbabilitiesAndTheSeedAnInteger) {
+  Env env;
+  env.vars["fault_dup"] = "1";
+  env.vars["fault_seed"] = "9223372036854775807";
+  auto cfg = load_text("[dpdk]\nfault_loss = 0.1\nfault_reorder = 1e-3\nfault_corrupt = 0\n", env);
+  ASSERT_TRUE(cfg) << cfg.error().message;
+  EXPECT_DOUBLE_EQ(cfg->faults.loss, 0.1);
+  EXPECT_DOUBLE_EQ(cfg->faults.reorder, 0.001);
+  EXPECT_DOUBLE_EQ(cfg->faults.dup, 1.0);
+  EXPECT_DOUBLE_EQ(cfg->faults.corrupt, 0.0);
+  EXPECT_EQ(cfg->faults.seed, 9223372036854775807u);
+  EXPECT_TRUE(cfg->faults.any());
+  EXPECT_EQ(cfg->find("fault_loss")->source, Source::kFile);
+  EXPECT_EQ(cfg->find("fault_dup")->origin, "FI_DPDK_FAULT_DUP");
+  // Any one rate above 0 turns injection on.
+  for (const char* key : {"fault_loss", "fault_reorder", "fault_dup", "fault_corrupt"}) {
+    Env one;
+    one.vars[key] = "0.000001";
+    auto c = dpfab::config::load(one.lookup());
+    ASSERT_TRUE(c) << c.error().message;
+    EXPECT_TRUE(c->faults.any()) << key;
+  }
 }
 
 TEST(Config, CommentsBlankLinesAndCaseOfKeys) {
@@ -215,6 +242,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadFile{"[dpdk]\ntx_depth = -4\n", ":2", "key 'tx_depth'"},
         BadFile{"[dpdk]\nspin_us = 1.5\n", ":2", "key 'spin_us'"},
         BadFile{"[dpdk]\nlcores = 1-\n", ":2", "key 'lcores'"},
+        BadFile{"[dpdk]\nfault_loss = 2\n", ":2",
+                "key 'fault_loss': '2': not a probability from 0 to 1"},
+        BadFile{"[dpdk]\nfault_seed = seed\n", ":2", "key 'fault_seed': 'seed' is not an integer"},
         BadFile{"[dpdk]\nlcores = 2,2\n", ":2", "key 'lcores'"},
         BadFile{"[dpdk]\nipv4 = 10.0.0.1\n", ":2", "key 'ipv4'"},
         BadFile{"[dpdk]\nipv4 = 10.0.0.300/24\n", ":2", "key 'ipv4'"},
@@ -238,7 +268,18 @@ TEST(ConfigBadEnvironment, NamesTheVariable) {
                                                         {"lcores", "x"},
                                                         {"ipv4", "1.2.3.4/33"},
                                                         {"spin_us", "1e3"},
-                                                        {"eal_args", "\"open"}}) {
+                                                        {"eal_args", "\"open"},
+                                                        {"fault_loss", "1.5"},
+                                                        {"fault_loss", "-0.1"},
+                                                        {"fault_reorder", "lots"},
+                                                        {"fault_dup", "0.5x"},
+                                                        {"fault_dup", "nan"},
+                                                        {"fault_corrupt", "inf"},
+                                                        {"fault_corrupt", "0,5"},
+                                                        {"fault_corrupt", ""},
+                                                        {"fault_seed", "-1"},
+                                                        {"fault_seed", "0x10"},
+                                                        {"fault_seed", "1.0"}}) {
     Env env;
     env.vars[key] = value;
     auto cfg = dpfab::config::load(env.lookup());
