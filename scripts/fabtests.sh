@@ -8,8 +8,27 @@
 #   scripts/fabtests.sh [FABTESTS_BIN]      (default /opt/fabtests/bin)
 # Ends with "N passed, M failed"; each failure's output is printed. Needs root for fi_av_test
 # (it runs in a network namespace whose kernel owns the addresses it inserts).
+#
+#   scripts/fabtests.sh --quick [--no-oob] [FABTESTS_BIN]
+# runs fabtests' own runfabtests.sh -t quick against dpdk instead, both processes of each test on
+# one memif socket (role=auto: the server comes first) with out-of-band address exchange (-b;
+# --no-oob runs without it: every client/server test is then "Notrun", dpfab's addresses being
+# automatic where runfabtests gives both processes -s 127.0.0.1). Prints Pass/Fail/Notrun per
+# test and "N passed, M failed, K notrun"; the full YAML (with the output of failed tests) is kept
+# in a file it names. runfabtests.sh kill -9s every fi_* process on the machine when it finishes
+# or a test times out: a copy patched at run time, in a temporary folder, kills only the fi_*
+# processes it started.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+quick=0 oob=-b
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) quick=1; shift ;;
+    --no-oob) oob=; shift ;;
+    -*) echo "usage: $0 [--quick [--no-oob]] [FABTESTS_BIN]"; exit 2 ;;
+    *) break ;;
+  esac
+done
 bin=${1:-/opt/fabtests/bin}
 [ -x "$bin/fi_getinfo_test" ] || { echo "no fabtests in $bin"; exit 2; }
 export FI_PROVIDER_PATH=$PWD/build/drivers/ofi
@@ -18,6 +37,77 @@ unset FI_DPDK_PORTS FI_DPDK_IPV4 FI_PROVIDER
 run=$(mktemp -d /tmp/dpfab-fabtests.XXXXXX)
 trap 'rm -rf "$run"' EXIT
 passed=0 failed=0
+
+# runfabtests.sh -t quick dpdk, from its share/fabtests folder (where it finds its exclude files),
+# as a copy whose cleanup kills only its own fi_* descendants.
+run_quick() {
+  local share=${bin%/}/../share/fabtests src=${bin%/}/runfabtests.sh patched=$run/runfabtests.sh
+  [ -f "$src" ] || { echo "no runfabtests.sh in $bin"; exit 2; }
+  [ -d "$share" ] || share=$bin
+  {
+    sed -n 1p "$src"
+    cat <<'EOF'
+# Patched by dpfab's scripts/fabtests.sh: cleanup kills the fi_* processes this script started
+# (its descendants), not every fi_* process on the host.
+dpfab_descendants() {
+	local c
+	for c in $(ps -o pid= --ppid "$1"); do echo "$c"; dpfab_descendants "$c"; done
+}
+dpfab_kill_own_fi() {
+	local p
+	for p in $(dpfab_descendants $$); do
+		[[ $(ps -o comm= -p "$p" 2>/dev/null) == fi_* ]] && kill -9 "$p" 2>/dev/null
+	done
+	return 0
+}
+EOF
+    sed -e '1d' -e "/ps -eo comm,pid | grep '^fi_'/d" \
+      -e 's/^function cleanup {$/function cleanup {\n\tdpfab_kill_own_fi/' "$src"
+  } >"$patched"
+  if grep -q "ps -eo comm,pid" "$patched" || [ "$(grep -c dpfab_kill_own_fi "$patched")" -ne 2 ]; then
+    echo "cannot patch $src: its cleanup is not the one of fabtests 1.17"
+    exit 2
+  fi
+  local log pid rc summary
+  log=$(mktemp /tmp/dpfab-runfabtests.XXXXXX.yaml)
+  export FI_DPDK_PORTS="net_memif0,role=auto,socket-abstract=no,socket=$run/memif.sock"
+  # A session of its own, so that an interrupted run takes its children with it and nothing else.
+  (cd "$share" && exec setsid bash "$patched" -v ${oob} -T "${FABTESTS_TIMEOUT:-60}" \
+    -p "${bin%/}" -t quick dpdk) >"$log" 2>&1 &
+  pid=$!
+  trap 'kill -TERM -- -'"$pid"' 2>/dev/null; rm -rf "$run"; exit 130' INT TERM
+  wait "$pid"
+  rc=$?
+  trap - INT TERM
+  python3 - "$log" <<'PY'
+import re, sys
+name = None
+counts = {}
+for line in open(sys.argv[1], errors="replace"):
+    m = re.match(r"- name:\s+(.*)", line)
+    if m:
+        name = re.sub(r'\s*-p "dpdk"', "", m.group(1)).strip()
+        continue
+    m = re.match(r"  result:\s+(\S+)", line)
+    if m and name is not None:
+        r = m.group(1)
+        counts[r] = counts.get(r, 0) + 1
+        print(f"{r.lower():8s}{name}")
+        name = None
+notrun = counts.get("Notrun", 0) + counts.get("Excluded", 0)
+print(f'{counts.get("Pass", 0)} passed, {counts.get("Fail", 0)} failed, {notrun} notrun')
+sys.exit(1 if counts.get("Fail", 0) or not counts else 0)
+PY
+  summary=$?
+  if [ "$summary" -ne 0 ] || [ "$rc" -ne 0 ]; then
+    echo "runfabtests.sh exit $rc; its output (with each failure's): $log"
+  else
+    rm -f "$log"
+  fi
+  [ "$summary" -eq 0 ] && [ "$rc" -eq 0 ]
+  exit
+}
+[ "$quick" -eq 1 ] && run_quick
 
 report() {  # NAME STATUS LOG...
   local name=$1 status=$2

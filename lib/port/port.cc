@@ -4,10 +4,12 @@
 #include <net/if.h>
 #include <net/if_arp.h>
 #include <rdma/fi_errno.h>
+#include <rte_alarm.h>
 #include <rte_dev.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
+#include <rte_interrupts.h>
 #include <rte_log.h>
 #include <rte_mbuf.h>
 #include <rte_mbuf_pool_ops.h>
@@ -21,6 +23,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -51,6 +54,115 @@ Registry& registry() {
 constexpr useconds_t kCloseLingerUs = 100'000;  // 100 ms, once per port at provider cleanup
 
 std::string err_text(int err) { return rte_strerror(err < 0 ? -err : err); }
+
+// Stopping and closing a port on DPDK's interrupt thread.
+//
+// The memif PMD runs its control channel on EAL's interrupt thread: a message from the peer, or
+// the peer's socket closing, calls memif_disconnect() there, which closes the queues' fds and
+// frees the shared memory regions (memif_free_regions: munmap, rte_free). rte_eth_dev_stop runs
+// the same memif_disconnect() on the calling thread, and only its control channel part holds a
+// lock: when both ends go away together (a job ending, a peer killed) the two disconnects free
+// the same regions and close the same fds at once, and rte_eth_dev_close can free the device
+// under a disconnect still running on the interrupt thread. That is the SIGSEGV seen on the
+// interrupt thread of a fabtests server at exit (interrupt thread -> memif -> EAL).
+//
+// The interrupt thread runs one callback at a time, and EAL's alarms are callbacks of that
+// thread: a stop, start or close run as an alarm never overlaps a memif control callback. So
+// every stop/start/close of a port dpfab created goes through run_on_interrupt_thread.
+constexpr auto kInterruptThreadWait = std::chrono::seconds(5);
+
+struct IntrJob {
+  void (*fn)(void*) = nullptr;
+  void* arg = nullptr;
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool done = false;  // under mutex
+};
+
+void intr_job_run(void* p) {
+  auto* job = static_cast<IntrJob*>(p);
+  job->fn(job->arg);
+  std::lock_guard lock(job->mutex);
+  job->done = true;
+  job->cv.notify_one();  // under the mutex: the waiter may destroy the job once it sees done
+}
+
+// Runs fn(arg) on EAL's interrupt thread and waits for it. Runs it on the calling thread when
+// that is the interrupt thread, when the alarm cannot be set, or when the interrupt thread has
+// not started it within kInterruptThreadWait (a callback stuck there: better the old race than a
+// hang at exit). Control path only (a mutex, a condition variable, an alarm).
+void run_on_interrupt_thread(void (*fn)(void*), void* arg) noexcept {
+  if (rte_thread_is_intr()) {
+    fn(arg);
+    return;
+  }
+  IntrJob job;
+  job.fn = fn;
+  job.arg = arg;
+  if (rte_eal_alarm_set(1, intr_job_run, &job) != 0) {
+    fn(arg);
+    return;
+  }
+  std::unique_lock lock(job.mutex);
+  if (job.cv.wait_for(lock, kInterruptThreadWait, [&] { return job.done; })) return;
+  lock.unlock();
+  // Not run yet: take the alarm back and run it here. Running now: rte_eal_alarm_cancel waits
+  // for it to finish (it returns 0 then), and the job must outlive it.
+  if (rte_eal_alarm_cancel(intr_job_run, &job) > 0) {
+    DPFAB_WARN(FI_LOG_CORE,
+               "DPDK's interrupt thread did not run a port stop/close within %lld s: running it "
+               "on this thread",
+               static_cast<long long>(kInterruptThreadWait.count()));
+    fn(arg);
+    return;
+  }
+  lock.lock();
+  job.cv.wait(lock, [&] { return job.done; });
+}
+
+// rte_eth_dev_stop / start / close of `port_id` on the interrupt thread (see above).
+int stop_port(uint16_t port_id) noexcept {
+  struct Args {
+    uint16_t id;
+    int ret;
+  } a{port_id, 0};
+  run_on_interrupt_thread(
+      [](void* p) {
+        auto* x = static_cast<Args*>(p);
+        x->ret = rte_eth_dev_stop(x->id);
+      },
+      &a);
+  return a.ret;
+}
+int start_port(uint16_t port_id) noexcept {
+  struct Args {
+    uint16_t id;
+    int ret;
+  } a{port_id, 0};
+  run_on_interrupt_thread(
+      [](void* p) {
+        auto* x = static_cast<Args*>(p);
+        x->ret = rte_eth_dev_start(x->id);
+      },
+      &a);
+  return a.ret;
+}
+// Stops (when `stop`) and closes in one go: no control message is handled in between.
+int stop_close_port(uint16_t port_id, bool stop) noexcept {
+  struct Args {
+    uint16_t id;
+    bool stop;
+    int ret;
+  } a{port_id, stop, 0};
+  run_on_interrupt_thread(
+      [](void* p) {
+        auto* x = static_cast<Args*>(p);
+        if (x->stop) rte_eth_dev_stop(x->id);
+        x->ret = rte_eth_dev_close(x->id);
+      },
+      &a);
+  return a.ret;
+}
 
 // Splits "net_memif0,role=auto,socket=/x" into the device name and its devargs.
 std::pair<std::string, std::string> split_spec(const std::string& spec) {
@@ -468,10 +580,11 @@ Port::~Port() {
     refresh_link();
     if (info_.link_up) usleep(kCloseLingerUs);
   }
-  if (started_) rte_eth_dev_stop(info_.port_id);
   if (info_.created) {
-    rte_eth_dev_close(info_.port_id);
+    (void)stop_close_port(info_.port_id, started_);
     rte_eal_hotplug_remove("vdev", info_.name.c_str());
+  } else if (started_) {
+    (void)stop_port(info_.port_id);
   }
   if (pool_) rte_mempool_free(pool_);
 }
@@ -530,8 +643,8 @@ bool Port::link_up_now() const noexcept {
 
 int Port::restart() noexcept {
   if (!started_) return -EINVAL;
-  rte_eth_dev_stop(info_.port_id);
-  int ret = rte_eth_dev_start(info_.port_id);
+  (void)stop_port(info_.port_id);
+  int ret = start_port(info_.port_id);
   if (ret != 0)  // a memif client with no server yet: the next restart tries again
     DPFAB_DBG(FI_LOG_CORE, "port %s: restart: %s", info_.name.c_str(), err_text(ret).c_str());
   return ret;
@@ -615,11 +728,11 @@ Result<std::unique_ptr<Port>> Port::open(const std::string& spec,
       if (ret == 0)
         ret = rte_eth_rx_queue_setup(port_id, 0, in.rx_desc, in.socket_id, nullptr, p->pool_);
       if (ret == 0) ret = rte_eth_tx_queue_setup(port_id, 0, in.tx_desc, in.socket_id, nullptr);
-      if (ret == 0) ret = rte_eth_dev_start(port_id);
+      if (ret == 0) ret = start_port(port_id);
       if (ret != 0) {
         DPFAB_DBG(FI_LOG_CORE, "port %s: start with rxq interrupts=%d: %s", name.c_str(), want_intr,
                   err_text(ret).c_str());
-        rte_eth_dev_stop(port_id);
+        (void)stop_port(port_id);
       }
     }
     if (ret != 0)
