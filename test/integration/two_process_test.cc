@@ -33,7 +33,7 @@ int child(int go_fd, int ready_fd = -1, int hold_fd = -1) {
   char c;
   if (read(go_fd, &c, 1) != 1) return 10;  // start together
   InfoPtr info;
-  if (getinfo(dpdk_hints().get(), &info) != 0) return 11;
+  if (getinfo(dpdk_hints(FI_EP_UNSPEC).get(), &info) != 0) return 11;
   fi_info* e = first_dpdk(info.get());
   if (!e) return 16;
   fid_fabric* fabric = nullptr;
