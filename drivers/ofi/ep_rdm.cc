@@ -109,7 +109,7 @@ int rdm_getopt(fid* f, int level, int name, void* val, size_t* len) noexcept {
     *len = sizeof(size_t);
     return -FI_ETOOSMALL;
   }
-  *static_cast<size_t*>(val) = e->rdm->config().core.min_multi_recv;
+  *static_cast<size_t*>(val) = e->rdm->min_multi_recv();
   *len = sizeof(size_t);
   return FI_SUCCESS;
 }
@@ -119,9 +119,8 @@ int rdm_setopt(fid* f, int level, int name, const void* val, size_t len) noexcep
   if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
   if (name != FI_OPT_MIN_MULTI_RECV) return -FI_ENOPROTOOPT;
   if (!val || len != sizeof(size_t)) return -FI_EINVAL;
-  if (e->enabled) return -FI_EOPBADSTATE;  // the core is made with it at fi_enable
-  const size_t v = *static_cast<const size_t*>(val);
-  e->rdm->config().core.min_multi_recv = v ? v : 1;
+  // Before or after fi_enable (fabtests set it after): buffers posted from now on follow it.
+  e->rdm->set_min_multi_recv(*static_cast<const size_t*>(val));
   return FI_SUCCESS;
 }
 

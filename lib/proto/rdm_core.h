@@ -189,6 +189,9 @@ class RdmCore final : private PeerHost {
   /// A decoded RDM frame from `src` (the AV's fi_addr of the frame's source).
   void on_frame(fi_addr_t src, const wire::RdmHeader& h, std::span<const uint8_t> data,
                 uint64_t now) noexcept;
+  /// FI_OPT_MIN_MULTI_RECV (>= 1): applies to multi-receive buffers posted from now on.
+  void set_min_multi_recv(uint64_t v) noexcept { cfg_.min_multi_recv = v ? v : 1; }
+  uint64_t min_multi_recv() const noexcept { return cfg_.min_multi_recv; }
   /// Timers and queued sends of every peer.
   void progress(uint64_t now) noexcept;
   /// Sends every delayed ack now (before the endpoint closes: a peer whose last message we

@@ -54,6 +54,17 @@ void RdmEndpoint::set_address(uint16_t udp_port_be, uint16_t ep_id_be) noexcept 
   ep_id_be_ = ep_id_be;
 }
 
+void RdmEndpoint::set_min_multi_recv(uint64_t v) noexcept {
+  std::lock_guard lock(mu_);
+  cfg_.core.min_multi_recv = v ? v : 1;
+  if (core_) core_->set_min_multi_recv(v);
+}
+
+uint64_t RdmEndpoint::min_multi_recv() noexcept {
+  std::lock_guard lock(mu_);
+  return cfg_.core.min_multi_recv;
+}
+
 void RdmEndpoint::flush_acks() noexcept {
   std::lock_guard lock(mu_);
   if (!core_) return;

@@ -84,6 +84,9 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   /// Our UDP port and endpoint id (network byte order), once the port is bound.
   void set_address(uint16_t udp_port_be, uint16_t ep_id_be) noexcept;
   bool enabled() const noexcept { return core_ != nullptr; }
+  /// FI_OPT_MIN_MULTI_RECV, before or after enable.
+  void set_min_multi_recv(uint64_t v) noexcept;
+  uint64_t min_multi_recv() noexcept;
   /// Before close: sends the acks delayed-ack timers hold back (RdmCore::flush_acks).
   void flush_acks() noexcept;
   wire::Address address() const noexcept;
