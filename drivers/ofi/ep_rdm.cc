@@ -5,10 +5,11 @@
 // counters and an AV; fi_enable makes the protocol core and binds the endpoint's UDP port.
 //
 // Operations take one buffer (iov_limit 1): fi_sendv/recvv/...msg with more than one entry are
-// refused with -FI_EINVAL. fi_inject copies up to inject_size bytes and writes no completion; a
-// send completes when the peer acknowledged all of it (FI_DELIVERY_COMPLETE semantics, which
-// satisfy FI_INJECT_COMPLETE and FI_TRANSMIT_COMPLETE). FI_DIRECTED_RECV makes the receive's
-// source address count; without it the source is ignored (fi_msg(3)).
+// refused with -FI_EINVAL. fi_inject copies up to inject_size bytes and writes no completion. A
+// send of at most inject_size bytes completes once copied (FI_INJECT_COMPLETE), unless its flags
+// (or the endpoint's op_flags) ask for FI_TRANSMIT_COMPLETE or FI_DELIVERY_COMPLETE; a larger
+// one completes when the peer acknowledged all of it (delivery complete). FI_DIRECTED_RECV makes
+// the receive's source address count; without it the source is ignored (fi_msg(3)).
 #include <rdma/fi_tagged.h>
 
 #include <algorithm>
@@ -184,6 +185,11 @@ ssize_t do_send(fid_ep* ep, Buf b, fi_addr_t dest, void* context, uint64_t flags
   s.has_data = has_data;
   s.inject = inject || (flags & FI_INJECT);
   s.completion = !inject && (!e->tx_selective || (flags & FI_COMPLETION));
+  // A message that fits inject_size completes once copied (FI_INJECT_COMPLETE), unless the
+  // application asks for transmit or delivery completion: no ack is then waited for (nor asked
+  // at once), and the peer's reply carries it.
+  s.complete_now = !s.inject && b.len <= e->rdm->config().core.inject_size &&
+                   !(flags & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE));
   return e->rdm->send(s);
 }
 

@@ -33,6 +33,7 @@ struct RdmCore::TxOp {
   uint64_t next_off = 0;  // next byte to send
   uint64_t granted = 0;   // rendezvous: bytes the receiver granted
   uint32_t unacked = 0;   // packets sent and not yet acknowledged
+  bool counted = false;   // completed early (SendOp::complete_now): counters have it
 };
 
 struct RdmCore::RxOp {
@@ -188,6 +189,19 @@ ssize_t RdmCore::send(const SendOp& op, uint64_t now) noexcept {
   t.next_off = t.granted = 0;
   t.unacked = 0;
   ++(t.rendezvous ? stats_.sent_rendezvous : stats_.sent_eager);
+  if (op.inject && op.complete_now) {
+    // FI_INJECT_COMPLETE: the copy is the data now. The op stays until acknowledged, silently.
+    Completion c;
+    c.context = op.context;
+    c.flags = FI_SEND | (op.tagged ? FI_TAGGED : FI_MSG);
+    c.len = op.len;
+    c.cq = op.completion;
+    t.op.completion = false;
+    t.counted = true;
+    sink_->complete(c);
+  } else {
+    t.counted = false;
+  }
   p->sendq.push_back(tx_, i);
   activate(*p);
   pump(*p, now);
@@ -320,6 +334,7 @@ void RdmCore::complete_tx(uint32_t i, int err) noexcept {
   c.err = err;
   // An error completes every send but a plain fi_inject (no context to report it with).
   c.cq = err != 0 ? !t.op.inject || t.op.completion : t.op.completion;
+  c.count = !t.counted;
   t.in_use = false;
   tx_free_.put(i);
   sink_->complete(c);

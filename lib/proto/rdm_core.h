@@ -120,6 +120,8 @@ struct Completion {
   size_t olen = 0;
   /// Whether a CQ entry is wanted; false: counters only (selective completion, inject).
   bool cq = true;
+  /// Whether counters count it (false: a send completed early already counted).
+  bool count = true;
 };
 
 /// What the core needs of the endpoint around it (owner thread only). The callbacks must not call
@@ -147,6 +149,9 @@ struct SendOp {
   /// Write a completion on success. Errors complete too, except for an inject without one
   /// (fi_inject: no context to report it with).
   bool completion = true;
+  /// With inject: complete now, when the data is copied (FI_INJECT_COMPLETE), not when the peer
+  /// acknowledges it; later errors are not reported (the application has its buffer back).
+  bool complete_now = false;
 };
 
 struct RecvOp {

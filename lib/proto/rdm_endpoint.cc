@@ -142,7 +142,8 @@ ssize_t RdmEndpoint::send(const Send& s) noexcept {
   op.data = s.data;
   op.tagged = s.tagged;
   op.has_data = s.has_data;
-  op.inject = s.inject;
+  op.inject = s.inject || s.complete_now;
+  op.complete_now = s.complete_now;
   op.completion = s.completion;
   const ssize_t r = core_->send(op, now_ns());
   finish();
@@ -299,7 +300,7 @@ void RdmEndpoint::complete(const rdm::Completion& c) noexcept {
   // that address (fi_cq(3)), so that the application can insert it.
   const bool unknown = !c.err && from && cfg_.source_err && src == FI_ADDR_NOTAVAIL;
   if (c.err || unknown) {
-    if (cntr) cntr->add_err(1);
+    if (cntr && c.count) cntr->add_err(1);
     if (!cq || !c.cq) return;
     fi_cq_err_entry e{};
     e.op_context = c.context;
@@ -322,7 +323,7 @@ void RdmEndpoint::complete(const rdm::Completion& c) noexcept {
     if (w != 0) bump(stats_.cq_overrun);
     return;
   }
-  if (cntr) cntr->add(1);
+  if (cntr && c.count) cntr->add(1);
   if (cq && c.cq && !cq->write(c.context, c.flags, c.len, c.buf, c.data, c.tag, src))
     bump(stats_.cq_overrun);
 }

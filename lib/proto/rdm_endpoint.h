@@ -103,6 +103,9 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
     bool has_data = false;
     bool inject = false;     ///< copy now (at most inject_size)
     bool completion = true;  ///< a CQ entry on success (the caller applies selective completion)
+    /// Complete when the data is copied (FI_INJECT_COMPLETE; len <= inject_size), not when the
+    /// peer acknowledged it.
+    bool complete_now = false;
   };
   /// fi_send & co. -FI_EINVAL: NULL buffer with a length, or `dest` not in the AV; -FI_EMSGSIZE;
   /// -FI_EAGAIN: tx_ops sends in progress, or no CQ room (RM); -FI_EHOSTUNREACH: the peer was

@@ -611,6 +611,27 @@ TEST(RdmCore, ARestartedPeerIsReachableAgain) {
   EXPECT_EQ(core.tx_in_use(), 1u);
 }
 
+// FI_INJECT_COMPLETE (SendOp::complete_now): the send completes when it is copied, once; the
+// message still arrives reliably, and its data is the copy's.
+TEST(RdmCore, InjectCompleteCompletesAtOnceAndOnlyOnce) {
+  Net net(2, test_config(), 21);
+  std::vector<uint8_t> rx(64);
+  ASSERT_EQ(net.core(1).recv(recv_op(rx, &rx), 0), 0);
+  std::vector<uint8_t> tx = pattern(9, 48);
+  SendOp s = send_op(1, tx, &tx);
+  s.inject = true;
+  s.complete_now = true;
+  ASSERT_EQ(net.core(0).send(s, 0), 0);
+  ASSERT_EQ(net.node(0).done.size(), 1u);  // before anything was acknowledged
+  EXPECT_EQ(net.node(0).done[0].context, &tx);
+  EXPECT_EQ(net.node(0).done[0].err, 0);
+  std::fill(tx.begin(), tx.end(), 0);  // the application's buffer is its own again
+  ASSERT_TRUE(
+      net.run([&] { return net.node(1).done.size() == 1 && net.core(0).tx_in_use() == 0; }));
+  EXPECT_EQ(std::vector<uint8_t>(rx.begin(), rx.begin() + 48), pattern(9, 48));
+  EXPECT_EQ(net.node(0).done.size(), 1u);  // no second completion at the ack
+}
+
 TEST(RdmCore, ManyToOneOverALossyLinkKeepsEachSendersOrder) {
   LinkModel m;
   m.loss_ppm = 30'000;
