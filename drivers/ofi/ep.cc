@@ -106,11 +106,7 @@ int ep_enable(Endpoint* e) noexcept {
   const int port = ep_base_bind_port(e, e->dgram.get());
   if (port < 0) return port;
   e->dgram->set_address(static_cast<uint16_t>(port), e->ep_id_be);
-  if (e->eq) {  // RM disabled: CQ overruns become asynchronous errors on this EQ
-    if (e->tx_cq_fid) cq_report_overrun_to(e->tx_cq_fid, e->eq);
-    if (e->rx_cq_fid) cq_report_overrun_to(e->rx_cq_fid, e->eq);
-  }
-  e->enabled = true;
+  ep_base_enabled(e);
   return FI_SUCCESS;
 }
 

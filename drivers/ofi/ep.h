@@ -59,6 +59,9 @@ int ep_base_enable_check(const EpBase* e) noexcept;
 /// Binds the endpoint's UDP port (asked for, else ephemeral) on its port engine to `r`.
 /// @return the port (network order) or a negative FI_E* code.
 int ep_base_bind_port(EpBase* e, proto::Receiver* r) noexcept;
+/// The end of a successful fi_enable: CQ overruns go to the bound EQ (RM disabled), and the
+/// endpoint is enabled.
+void ep_base_enabled(EpBase* e) noexcept;
 /// fi_control FI_GETOPSFLAG / FI_SETOPSFLAG; -FI_ENOSYS for other commands.
 int ep_base_control(EpBase* e, int command, void* arg) noexcept;
 /// fi_getname / fi_setname (fi_ops_cm).

@@ -102,6 +102,14 @@ int ep_base_bind_port(EpBase* e, proto::Receiver* r) noexcept {
   return port ? port : -FI_EADDRINUSE;
 }
 
+void ep_base_enabled(EpBase* e) noexcept {
+  if (e->eq) {  // RM disabled: CQ overruns become asynchronous errors on this EQ
+    if (e->tx_cq_fid) cq_report_overrun_to(e->tx_cq_fid, e->eq);
+    if (e->rx_cq_fid) cq_report_overrun_to(e->rx_cq_fid, e->eq);
+  }
+  e->enabled = true;
+}
+
 int ep_base_control(EpBase* e, int command, void* arg) noexcept {
   switch (command) {
     case FI_GETOPSFLAG: {
