@@ -170,7 +170,7 @@ ssize_t do_send(fid_ep* ep, Buf b, fi_addr_t dest, void* context, uint64_t flags
   if (!e->enabled) return -FI_EOPBADSTATE;
   if (tagged && !(e->caps & FI_TAGGED)) return -FI_EOPNOTSUPP;
   if (!tagged && !(e->caps & FI_MSG)) return -FI_EOPNOTSUPP;
-  proto::RdmEndpoint::Send s;
+  proto::rdm::SendOp s;
   s.dest = dest;
   s.buf = b.base;
   s.len = b.len;
@@ -179,13 +179,13 @@ ssize_t do_send(fid_ep* ep, Buf b, fi_addr_t dest, void* context, uint64_t flags
   s.data = data;
   s.tagged = tagged;
   s.has_data = has_data;
-  s.inject = inject || (flags & FI_INJECT);
   s.completion = !inject && (!e->tx_selective || (flags & FI_COMPLETION));
-  // A message that fits inject_size completes once copied (FI_INJECT_COMPLETE), unless the
-  // application asks for transmit or delivery completion: no ack is then waited for (nor asked
-  // at once), and the peer's reply carries it.
-  s.complete_now = !s.inject && b.len <= e->rdm->config().core.inject_size &&
+  // A message that fits inject_size is copied and completes at once (FI_INJECT_COMPLETE),
+  // unless the application asks for transmit or delivery completion: no ack is then waited for
+  // (nor asked at once), and the peer's reply carries it.
+  s.complete_now = b.len <= e->rdm->config().core.inject_size &&
                    !(flags & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE));
+  s.inject = inject || (flags & FI_INJECT) || s.complete_now;
   return e->rdm->send(s);
 }
 

@@ -120,48 +120,31 @@ void run_on_interrupt_thread(void (*fn)(void*), void* arg) noexcept {
   job.cv.wait(lock, [&] { return job.done; });
 }
 
-// rte_eth_dev_stop / start / close of `port_id` on the interrupt thread (see above).
-int stop_port(uint16_t port_id) noexcept {
-  struct Args {
-    uint16_t id;
+// Runs `f` (returning an int) on the interrupt thread and returns its result (see above).
+template <typename F>
+int on_interrupt_thread(F f) noexcept {
+  struct Job {
+    F f;
     int ret;
-  } a{port_id, 0};
-  run_on_interrupt_thread(
-      [](void* p) {
-        auto* x = static_cast<Args*>(p);
-        x->ret = rte_eth_dev_stop(x->id);
-      },
-      &a);
-  return a.ret;
+  } job{f, 0};
+  run_on_interrupt_thread([](void* p) { static_cast<Job*>(p)->ret = static_cast<Job*>(p)->f(); },
+                          &job);
+  return job.ret;
+}
+
+// rte_eth_dev_stop / start / close of `port_id` on the interrupt thread.
+int stop_port(uint16_t port_id) noexcept {
+  return on_interrupt_thread([port_id] { return rte_eth_dev_stop(port_id); });
 }
 int start_port(uint16_t port_id) noexcept {
-  struct Args {
-    uint16_t id;
-    int ret;
-  } a{port_id, 0};
-  run_on_interrupt_thread(
-      [](void* p) {
-        auto* x = static_cast<Args*>(p);
-        x->ret = rte_eth_dev_start(x->id);
-      },
-      &a);
-  return a.ret;
+  return on_interrupt_thread([port_id] { return rte_eth_dev_start(port_id); });
 }
 // Stops (when `stop`) and closes in one go: no control message is handled in between.
 int stop_close_port(uint16_t port_id, bool stop) noexcept {
-  struct Args {
-    uint16_t id;
-    bool stop;
-    int ret;
-  } a{port_id, stop, 0};
-  run_on_interrupt_thread(
-      [](void* p) {
-        auto* x = static_cast<Args*>(p);
-        if (x->stop) rte_eth_dev_stop(x->id);
-        x->ret = rte_eth_dev_close(x->id);
-      },
-      &a);
-  return a.ret;
+  return on_interrupt_thread([port_id, stop] {
+    if (stop) rte_eth_dev_stop(port_id);
+    return rte_eth_dev_close(port_id);
+  });
 }
 
 // Splits "net_memif0,role=auto,socket=/x" into the device name and its devargs.

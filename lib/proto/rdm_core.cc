@@ -676,19 +676,7 @@ bool RdmCore::deliver_eager(PeerState& p, const RdmHeader& h, std::span<const ui
         ++stats_.unexpected_refused;
         return false;  // back-pressure: the sender retries after a back-off
       }
-      Unexp& e = unexp_[u];
-      e = Unexp{};
-      e.in_use = true;
-      e.tagged = tagged;
-      e.has_data = has_data;
-      e.from = from;
-      e.tag = h.tag;
-      e.data = h.cq_data;
-      e.msg_id = h.msg_id;
-      e.total = h.length;
-      e.slot = slot;
-      (tagged ? unexp_tagged_ : unexp_msg_).push_back(unexp_, u);
-      ++stats_.unexpected;
+      queue_unexpected(u, from, h, slot, false);
       idx = u;
       unexp = true;
     }
@@ -791,20 +779,26 @@ bool RdmCore::deliver_rts(PeerState& p, const RdmHeader& h) noexcept {
     ++stats_.unexpected_refused;
     return false;
   }
+  queue_unexpected(u, from, h, kNone, true);
+  return true;
+}
+
+void RdmCore::queue_unexpected(uint32_t u, fi_addr_t from, const RdmHeader& h, uint32_t slot,
+                               bool rts) noexcept {
   Unexp& e = unexp_[u];
   e = Unexp{};
   e.in_use = true;
-  e.rts = true;
-  e.tagged = tagged;
-  e.has_data = has_data;
+  e.rts = rts;
+  e.tagged = h.flags & wire::kRdmTagged;
+  e.has_data = h.flags & wire::kRdmCqData;
   e.from = from;
   e.tag = h.tag;
   e.data = h.cq_data;
   e.msg_id = h.msg_id;
   e.total = h.length;
-  (tagged ? unexp_tagged_ : unexp_msg_).push_back(unexp_, u);
+  e.slot = slot;
+  (e.tagged ? unexp_tagged_ : unexp_msg_).push_back(unexp_, u);
   ++stats_.unexpected;
-  return true;
 }
 
 void RdmCore::deliver_cts(PeerState& p, const RdmHeader& h) noexcept {

@@ -265,6 +265,10 @@ class RdmCore final : private PeerHost {
   // kNone when none is free. Releases the parent (sets released) when less than min_multi_recv
   // is left; the caller takes a released parent off the posted list.
   uint32_t carve(uint32_t parent, uint64_t total) noexcept;
+  // Fills unexpected entry `u` (taken from unexp_free_) for the message `h` from `from` and puts
+  // it on its list: an eager message with data slot `slot` (kNone: empty), or an RTS.
+  void queue_unexpected(uint32_t u, fi_addr_t from, const wire::RdmHeader& h, uint32_t slot,
+                        bool rts) noexcept;
   void take_unexpected(uint32_t u, uint32_t rx) noexcept;
   void discard_unexpected(uint32_t u) noexcept;
   void free_unexpected(uint32_t u) noexcept;

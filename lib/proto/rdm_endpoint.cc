@@ -121,30 +121,21 @@ uint32_t RdmEndpoint::peer_of(fi_addr_t a) noexcept {
 
 // ---- data path ---------------------------------------------------------------------------------
 
-ssize_t RdmEndpoint::send(const Send& s) noexcept {
-  if (!s.buf && s.len) return -FI_EINVAL;
+bool RdmEndpoint::cq_room(const event::Cq* cq) const noexcept {
+  if (!cfg_.rm_enabled || !cq) return true;
+  const size_t owed =
+      (cq == tx_cq_ ? core_->tx_in_use() : 0) + (cq == rx_cq_ ? core_->rx_in_use() : 0) + 1;
+  return cq->would_fit(owed);
+}
+
+ssize_t RdmEndpoint::send(rdm::SendOp op) noexcept {
+  if (!op.buf && op.len) return -FI_EINVAL;
   std::lock_guard lock(mu_);
   if (!core_) return -FI_EOPBADSTATE;
-  const uint32_t peer = peer_of(s.dest);
+  const uint32_t peer = peer_of(op.dest);
   if (peer == kNoPeer) return -FI_EINVAL;
-  // Resource management: every send in progress may still complete into the CQ (and, sharing
-  // it, every receive posted).
-  if (cfg_.rm_enabled && tx_cq_) {
-    size_t owed = core_->tx_in_use() + 1 + (tx_cq_ == rx_cq_ ? core_->rx_in_use() : 0);
-    if (!tx_cq_->would_fit(owed)) return -FI_EAGAIN;
-  }
-  rdm::SendOp op;
+  if (!cq_room(tx_cq_)) return -FI_EAGAIN;
   op.dest = peer;
-  op.buf = s.buf;
-  op.len = s.len;
-  op.context = s.context;
-  op.tag = s.tag;
-  op.data = s.data;
-  op.tagged = s.tagged;
-  op.has_data = s.has_data;
-  op.inject = s.inject || s.complete_now;
-  op.complete_now = s.complete_now;
-  op.completion = s.completion;
   const ssize_t r = core_->send(op, now_ns());
   finish();
   return r;
@@ -159,10 +150,7 @@ ssize_t RdmEndpoint::recv(rdm::RecvOp op) noexcept {
     if (peer == kNoPeer) return -FI_EINVAL;
     op.match.src = peer;
   }
-  if (cfg_.rm_enabled && rx_cq_) {
-    size_t owed = core_->rx_in_use() + 1 + (tx_cq_ == rx_cq_ ? core_->tx_in_use() : 0);
-    if (!rx_cq_->would_fit(owed)) return -FI_EAGAIN;
-  }
+  if (!cq_room(rx_cq_)) return -FI_EAGAIN;
   const ssize_t r = core_->recv(op, now_ns());
   finish();
   return r;

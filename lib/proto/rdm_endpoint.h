@@ -92,25 +92,11 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   wire::Address address() const noexcept;
 
   // ---- data path (application threads, after enable) ----
-  struct Send {
-    fi_addr_t dest = FI_ADDR_UNSPEC;
-    const void* buf = nullptr;
-    size_t len = 0;
-    void* context = nullptr;
-    uint64_t tag = 0;
-    uint64_t data = 0;
-    bool tagged = false;
-    bool has_data = false;
-    bool inject = false;     ///< copy now (at most inject_size)
-    bool completion = true;  ///< a CQ entry on success (the caller applies selective completion)
-    /// Complete when the data is copied (FI_INJECT_COMPLETE; len <= inject_size), not when the
-    /// peer acknowledged it.
-    bool complete_now = false;
-  };
-  /// fi_send & co. -FI_EINVAL: NULL buffer with a length, or `dest` not in the AV; -FI_EMSGSIZE;
-  /// -FI_EAGAIN: tx_ops sends in progress, or no CQ room (RM); -FI_EHOSTUNREACH: the peer was
-  /// declared unreachable.
-  ssize_t send(const Send& s) noexcept;
+  /// fi_send & co (op.dest is an fi_addr of the AV; op.completion as selective completion says).
+  /// -FI_EINVAL: NULL buffer with a length, or `dest` not in the AV; -FI_EMSGSIZE; -FI_EAGAIN:
+  /// tx_ops sends in progress, or no CQ room (RM); -FI_EHOSTUNREACH: the peer was declared
+  /// unreachable.
+  ssize_t send(rdm::SendOp op) noexcept;
   /// fi_recv & co (op.match.src is an fi_addr of the AV, or FI_ADDR_UNSPEC; op.completion as
   /// selective completion says). -FI_EINVAL for a
   /// NULL buffer with a length, a source not in the AV, and what RdmCore::recv refuses;
@@ -154,6 +140,9 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   uint32_t peer_id(const wire::Address& a) noexcept;
   // Under mu_. The peer id of an AV fi_addr; kNoPeer when it is not in the AV.
   uint32_t peer_of(fi_addr_t a) noexcept;
+  // Under mu_ (FI_RM_ENABLED): whether `cq` has room for every operation that may still
+  // complete into it (sends in progress, receives posted) and one more.
+  bool cq_room(const event::Cq* cq) const noexcept;
   // Under mu_: gives queued frames to the port; refreshes due_ns_.
   void finish() noexcept;
   void flush() noexcept;
