@@ -23,7 +23,7 @@ int validate(const ReliabilityConfig& c) noexcept {
   if (c.rto_min_ns == 0 || c.rto_min_ns > c.rto_max_ns) return -FI_EINVAL;
   if (c.rto_init_ns < c.rto_min_ns || c.rto_init_ns > c.rto_max_ns) return -FI_EINVAL;
   if (c.rnr_backoff_min_ns == 0 || c.rnr_backoff_min_ns > c.rnr_backoff_max_ns) return -FI_EINVAL;
-  if (c.ack_every == 0 || c.dupthresh == 0) return -FI_EINVAL;
+  if (c.ack_every == 0 || c.dupthresh == 0 || c.dupthresh > kMaxDupthresh) return -FI_EINVAL;
   if (c.keepalive_ns == 0) return -FI_EINVAL;
   return 0;
 }
@@ -100,6 +100,7 @@ bool RdmPeer::transmit_entry(TxEntry& e, uint64_t now) noexcept {
     return false;
   }
   e.sent_ns = now;
+  e.xmit = hot_->xmits++;
   ++e.tx_count;
   // The frame carried our ack: no separate one is due.
   unacked_rx_ = 0;
@@ -120,11 +121,10 @@ int RdmPeer::send(const RdmHeader& proto, std::span<const uint8_t> data, uint32_
   e.cookie = cookie;
   e.tx_count = 0;
   e.sacked = false;
-  e.fast_done = false;
   if (!transmit_entry(e, now)) return -FI_EAGAIN;  // nothing recorded: the seq is still free
   if (snd_una_ == snd_nxt_) stall_since_ = now;
   ++snd_nxt_;
-  if (rto_deadline_ == UINT64_MAX) rto_deadline_ = now + rto_;
+  if (rto_deadline_ == UINT64_MAX) rto_deadline_ = now + rto_ns();
   ++sh_->stats.tx_packets;
   return 0;
 }
@@ -148,6 +148,7 @@ void RdmPeer::send_ack(uint64_t now, uint16_t flags) noexcept {
 void RdmPeer::rtt_sample(uint64_t r) noexcept {
   // RFC 6298 2.2/2.3 with alpha = 1/8, beta = 1/4; G (clock granularity) taken as rto_min.
   ++sh_->stats.rtt_samples;
+  sh_->stats.rtt_sample_max_ns = std::max(sh_->stats.rtt_sample_max_ns, r);
   if (srtt_ == 0) {
     srtt_ = r ? r : 1;
     rttvar_ = r / 2;
@@ -157,13 +158,44 @@ void RdmPeer::rtt_sample(uint64_t r) noexcept {
     srtt_ = (7 * srtt_ + r) / 8;
   }
   rto_ = std::clamp(srtt_ + 4 * rttvar_, sh_->cfg.rto_min_ns, sh_->cfg.rto_max_ns);
+  sh_->stats.rto_estimate_max_ns = std::max(sh_->stats.rto_estimate_max_ns, rto_);
 }
+
+namespace {
+
+// Loss detection's view of what an ack reports delivered: the latest send time of the packets
+// delivered (acked or SACKed), and, walking down the window, the k latest transmissions among
+// the SACKed packets above the one in hand.
+class Delivered {
+ public:
+  explicit Delivered(uint32_t k) : k_(k) {}
+  void delivered(uint64_t sent_ns) noexcept { latest_ns_ = std::max(latest_ns_, sent_ns); }
+  void sacked_above(uint32_t xmit) noexcept {
+    for (uint32_t i = 0; i < n_; ++i)
+      if (wire::seq_lt(latest_[i], xmit)) std::swap(xmit, latest_[i]);
+    if (n_ < k_) latest_[n_++] = xmit;
+  }
+  /// Whether a packet last transmitted as `xmit` at `sent_ns` is lost: k packets above it
+  /// transmitted after it were SACKed, or a packet sent more than `reo_wnd` after it arrived.
+  bool overtaken(uint32_t xmit, uint64_t sent_ns, uint64_t reo_wnd) const noexcept {
+    return (n_ == k_ && wire::seq_lt(xmit, latest_[k_ - 1])) || latest_ns_ > sent_ns + reo_wnd;
+  }
+
+ private:
+  uint32_t k_;
+  uint32_t n_ = 0;
+  uint32_t latest_[kMaxDupthresh] = {};  // descending
+  uint64_t latest_ns_ = 0;
+};
+
+}  // namespace
 
 void RdmPeer::process_ack(const RdmHeader& h, uint64_t now) noexcept {
   // At least 1: a packet in flight keeps the RTO (and so liveness) running; a receiver without
   // buffers says so with RNR, not with a zero window that would stall us with nothing to time.
   peer_window_ = std::clamp<uint16_t>(h.window, 1, static_cast<uint16_t>(kRing));
   if (!hot_ || snd_una_ == snd_nxt_) return;
+  Delivered delivered(sh_->cfg.dupthresh);
   if (seq_lt(snd_una_, h.ack)) {
     // Cumulative progress. Karn: sample the newest packet acked that was sent exactly once (and
     // not SACKed before: its ack waited for a hole below it, which is not its round trip).
@@ -171,18 +203,19 @@ void RdmPeer::process_ack(const RdmHeader& h, uint64_t now) noexcept {
     while (snd_una_ != h.ack) {
       TxEntry& e = hot_->tx[snd_una_ % kRing];
       if (e.tx_count == 1 && !e.sacked) sample = now - e.sent_ns;
+      delivered.delivered(e.sent_ns);
       ++snd_una_;
       sh_->host->acked(addr_, e.cookie);
     }
     if (sample != UINT64_MAX) rtt_sample(sample);
-    timeouts_ = 0;
+    timeouts_ = 0;  // ends the backoff (rto_ns())
     stall_since_ = now;
     if (rnr_paused_) {
       rnr_paused_ = false;
       rnr_deadline_ = UINT64_MAX;
       rnr_backoff_ = sh_->cfg.rnr_backoff_min_ns;
     }
-    rto_deadline_ = snd_una_ == snd_nxt_ ? UINT64_MAX : now + rto_;
+    rto_deadline_ = snd_una_ == snd_nxt_ ? UINT64_MAX : now + rto_ns();
   }
   // The packet at the cumulative ack has not arrived (or was refused), whatever an older SACK said:
   // a receiver that refuses a packet it held drops it (it reneges on its SACK).
@@ -200,27 +233,29 @@ void RdmPeer::process_ack(const RdmHeader& h, uint64_t now) noexcept {
   }
   // SACK: mark what arrived beyond the cumulative ack (a receiver may drop what it SACKed when it
   // refuses it later, so a bit that is gone clears the mark again).
-  uint32_t highest = snd_una_;
-  bool any = false;
   for (uint32_t s = snd_una_; seq_lt(s, snd_nxt_); ++s) {
     uint32_t bit = s - h.ack - 1;  // seqs above h.ack only
     if (!seq_lt(h.ack, s) || bit >= 64) continue;
     TxEntry& e = hot_->tx[s % kRing];
     e.sacked = (h.sack >> bit) & 1;
-    if (e.sacked) {
-      highest = s;
-      any = true;
-    }
+    if (e.sacked) delivered.delivered(e.sent_ns);
   }
-  if (!any || rnr_paused_) return;
-  // Fast retransmit: a hole with dupthresh SACKed packets above it, once per transmission.
-  uint32_t sacked_above = 0;
-  for (uint32_t s = highest; seq_le(snd_una_, s); --s) {
+  if (rnr_paused_ || snd_una_ == snd_nxt_) return;
+  // Loss detection, in the spirit of RACK (RFC 8985): a packet neither acked nor SACKed is lost
+  // when dupthresh packets above it, transmitted after its last transmission, were SACKed, or when
+  // a packet sent more than an RTO (the estimate) after it was delivered: the reordering window is
+  // that wide because the port's reordering holds a frame back until the next one, however late
+  // that comes, and an application may space its sends by more than any fraction of the RTT. A
+  // retransmission is a new transmission, so one that is lost again is found the same way; and
+  // after an RTO resent only the oldest packet, its ack finds what is still missing of those sent
+  // long before it, without another RTO. Packets above the highest SACKed only go by time: a
+  // retransmission that overtook them says nothing of their fate within the reordering window.
+  const uint64_t reo_wnd = rto_;
+  for (uint32_t s = snd_nxt_ - 1;; --s) {
     TxEntry& e = hot_->tx[s % kRing];
     if (e.sacked) {
-      ++sacked_above;
-    } else if (sacked_above >= sh_->cfg.dupthresh && !e.fast_done) {
-      e.fast_done = true;
+      delivered.sacked_above(e.xmit);
+    } else if (delivered.overtaken(e.xmit, e.sent_ns, reo_wnd)) {
       ++sh_->stats.tx_fast_retransmits;
       transmit_entry(e, now);
     }
@@ -353,7 +388,7 @@ void RdmPeer::poll(uint64_t now) noexcept {
       TxEntry& e = hot_->tx[snd_una_ % kRing];
       ++sh_->stats.tx_retransmits;
       transmit_entry(e, now);
-      rto_deadline_ = now + rto_;
+      rto_deadline_ = now + rto_ns();
     }
   }
   if (now >= rto_deadline_) {
@@ -366,16 +401,14 @@ void RdmPeer::poll(uint64_t now) noexcept {
       declare_unreachable();
       return;
     }
-    timeouts_ = std::min(timeouts_, sh_->cfg.max_retries + 1);
-    rto_ = std::min(rto_ * 2, sh_->cfg.rto_max_ns);
-    for (uint32_t s = snd_una_; s != snd_nxt_; ++s) {
-      TxEntry& e = hot_->tx[s % kRing];
-      if (e.sacked && s != snd_una_) continue;  // the oldest goes again whatever its mark
-      e.fast_done = false;
-      ++sh_->stats.tx_retransmits;
-      transmit_entry(e, now);
-    }
-    rto_deadline_ = now + rto_;
+    timeouts_ = std::min(timeouts_, sh_->cfg.max_retries + 1);  // the backoff doubles
+    // Only the oldest packet goes again (RFC 6298 5.4). The peer may only have been slow (a
+    // descheduled process under manual progress): then the others arrive and nothing is sent
+    // twice. If they were lost, the ack of this one makes loss detection resend them.
+    TxEntry& e = hot_->tx[snd_una_ % kRing];
+    ++sh_->stats.tx_retransmits;
+    transmit_entry(e, now);
+    rto_deadline_ = now + rto_ns();
   }
 }
 
@@ -398,6 +431,14 @@ void RdmPeer::keepalive(bool waiting, uint64_t now) noexcept {
   uint64_t wait = rto_;
   for (uint32_t i = 0; i < probes_ && wait < sh_->cfg.rto_max_ns; ++i) wait *= 2;
   probe_deadline_ = now + std::min(wait, sh_->cfg.rto_max_ns);
+}
+
+uint64_t RdmPeer::rto_ns() const noexcept {
+  // Exponential backoff over the estimate, one doubling per expiry without progress. Progress
+  // ends the backoff: under loss most packets are retransmitted or SACKed and give no sample
+  // (Karn), and a backoff kept until the next sample would grow to rto_max and stall the stream.
+  const uint32_t shift = std::min<uint32_t>(timeouts_, 20);
+  return std::min(rto_ << shift, sh_->cfg.rto_max_ns);
 }
 
 uint64_t RdmPeer::next_deadline() const noexcept {

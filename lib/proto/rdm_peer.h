@@ -24,9 +24,10 @@
 // Retransmission. The RTO follows RFC 6298 (Jacobson's SRTT/RTTVAR, RTO = SRTT + 4 RTTVAR,
 // clamped to [rto_min, rto_max]), sampled only from packets sent once (Karn). When the RTO
 // expires without progress, every unacknowledged packet not SACKed is sent again and the RTO
-// doubles (exponential backoff, capped at rto_max); a packet with dupthresh SACKed packets above
-// it is retransmitted early once (fast retransmit). After max_retries consecutive expiries without
-// an ack, and peer_timeout_ns without progress, the peer is declared unreachable:
+// doubles (exponential backoff, capped at rto_max) until the cumulative ack moves again (not
+// until the next sample, which under loss may be long in coming); a packet with dupthresh SACKed
+// packets above it is retransmitted early once (fast retransmit). After max_retries consecutive
+// expiries without an ack, and peer_timeout_ns without progress, the peer is declared unreachable:
 // PeerHost::unreachable is called once, the window is emptied and every later send fails with
 // -FI_EHOSTUNREACH (no hang, no retry forever).
 //
@@ -71,6 +72,8 @@
 namespace dpfab::proto::rdm {
 
 /// Reliability parameters (per endpoint). Times in nanoseconds of the caller's clock.
+inline constexpr uint32_t kMaxDupthresh = 8;
+
 struct ReliabilityConfig {
   uint16_t window = 64;  ///< packets in flight per peer and receive window; 1..64 (SACK bits)
   uint64_t rto_init_ns = 1'000'000;
@@ -83,7 +86,8 @@ struct ReliabilityConfig {
   uint64_t peer_timeout_ns = 10'000'000'000;
   uint64_t ack_delay_ns = 20'000;
   uint32_t ack_every = 4;  ///< in-order packets that trigger an immediate ack
-  uint32_t dupthresh = 3;  ///< SACKed packets above a hole that trigger a fast retransmit
+  /// Packets transmitted after one and delivered before it that declare it lost (1..8).
+  uint32_t dupthresh = 3;
   uint64_t rnr_backoff_min_ns = 50'000;
   uint64_t rnr_backoff_max_ns = 20'000'000;
   /// Silence of a peer we wait on (keepalive()) before the first probe.
@@ -145,6 +149,8 @@ struct ReliabilityStats {
   uint64_t rx_packets = 0, rx_duplicates = 0, rx_out_of_order = 0, rx_beyond_window = 0;
   uint64_t rx_no_slot = 0, rx_refused = 0, rx_stale_epoch = 0, rx_bad_ack = 0;
   uint64_t rto_expiries = 0, rnr_received = 0, rtt_samples = 0, unreachable = 0, probes = 0;
+  uint64_t rtt_sample_max_ns = 0;    ///< the largest RTT sample taken (any peer)
+  uint64_t rto_estimate_max_ns = 0;  ///< the largest RTO computed from samples (before backoff)
 };
 
 /// What the peers of one endpoint share.
@@ -209,7 +215,8 @@ class RdmPeer {
 
   /// Packets sent and not yet cumulatively acked.
   uint32_t in_flight() const noexcept { return snd_nxt_ - snd_una_; }
-  uint64_t rto_ns() const noexcept { return rto_; }
+  /// The retransmission timeout now: the estimate, doubled per expiry since the last progress.
+  uint64_t rto_ns() const noexcept;
   uint64_t srtt_ns() const noexcept { return srtt_; }
 
  private:
@@ -219,13 +226,14 @@ class RdmPeer {
     uint32_t len;
     uint32_t cookie;
     uint64_t sent_ns;
+    uint32_t xmit;  // order of its last transmission among this peer's (Hot::xmits)
     uint16_t tx_count;
     bool sacked;
-    bool fast_done;
   };
   struct Hot {
     TxEntry tx[64];
     int32_t rx_slot[64];  // out-of-order packets held, indexed seq % 64; -1 empty
+    uint32_t xmits = 0;   // transmissions so far (wraps; compared with seq_lt)
   };
 
   bool ensure_hot() noexcept;
@@ -250,9 +258,9 @@ class RdmPeer {
   uint16_t peer_window_;     // the peer's last advertised window
   bool unreachable_ = false;
   bool rnr_paused_ = false;
-  uint32_t timeouts_ = 0;    // consecutive RTO expiries without progress
-  uint32_t unacked_rx_ = 0;  // in-order packets received since our last ack
-  uint64_t srtt_ = 0, rttvar_ = 0, rto_;
+  uint32_t timeouts_ = 0;                 // consecutive RTO expiries without progress
+  uint32_t unacked_rx_ = 0;               // in-order packets received since our last ack
+  uint64_t srtt_ = 0, rttvar_ = 0, rto_;  // rto_: the estimate, before backoff
   uint64_t rto_deadline_ = UINT64_MAX;
   uint64_t ack_deadline_ = UINT64_MAX;
   uint64_t rnr_deadline_ = UINT64_MAX;
