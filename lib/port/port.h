@@ -89,7 +89,9 @@ class Port {
   /// fault (~6 us). Call it once the link is up: the regions of the connection exist then. Pages
   /// are populated writable without changing their content (MADV_POPULATE_WRITE; an atomic add
   /// of 0 per page on kernels before 5.14), so it is safe while the peer uses the region. One
-  /// read of /proc/self/maps and one madvise per region: not for the data path's steady state.
+  /// read of /proc/self/maps and a few madvise calls: not for the data path's steady state. The
+  /// memif client walks the pages forward and the server backward, so that two ends populating
+  /// at once do not queue on each other's page locks (a sleep, an OS wakeup, per page).
   /// No-op (0) for a port that is not memif. @return pages faulted in.
   size_t prefault_shared_memory() noexcept;
   /// Stops and starts a port dpfab created (a memif client then connects again). The caller

@@ -75,6 +75,54 @@ inline int64_t process_vcsw(pid_t pid) {
   });
 }
 
+/// One thread's voluntary context switches (each a sleep that ended in an OS wakeup).
+struct ThreadVcsw {
+  pid_t tid = 0;
+  std::string comm;  ///< the thread's name (/proc/<pid>/task/<tid>/comm)
+  int64_t vcsw = 0;
+};
+
+/// Every thread of `pid` with its voluntary context switches (empty when the process is gone).
+inline std::vector<ThreadVcsw> thread_vcsw(pid_t pid) {
+  std::vector<ThreadVcsw> out;
+  std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = opendir(dir.c_str());
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    ThreadVcsw t;
+    t.tid = static_cast<pid_t>(std::atoi(e->d_name));
+    std::ifstream c(dir + "/" + e->d_name + "/comm");
+    std::getline(c, t.comm);
+    std::ifstream f(dir + "/" + e->d_name + "/status");
+    std::string line;
+    while (std::getline(f, line))
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) t.vcsw = std::stoll(line.substr(24));
+    out.push_back(std::move(t));
+  }
+  closedir(d);
+  return out;
+}
+
+/// What each thread added between two thread_vcsw() snapshots of one process, as
+/// "comm(tid) +n, ..." (threads that appeared count from 0), and the total in `*total`.
+inline std::string vcsw_breakdown(const std::vector<ThreadVcsw>& before,
+                                  const std::vector<ThreadVcsw>& after, int64_t* total) {
+  std::string s;
+  int64_t sum = 0;
+  for (const auto& a : after) {
+    int64_t base = 0;
+    for (const auto& b : before)
+      if (b.tid == a.tid) base = b.vcsw;
+    const int64_t d = a.vcsw - base;
+    sum += d;
+    if (!s.empty()) s += ", ";
+    s += a.comm + "(" + std::to_string(a.tid) + ") +" + std::to_string(d);
+  }
+  if (total) *total = sum;
+  return s;
+}
+
 /// Writes one line ('\n' appended). False on error.
 inline bool send_line(int fd, const std::string& s) {
   std::string l = s + "\n";
