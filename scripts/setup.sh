@@ -19,6 +19,7 @@ packages=(
   clang libclang-rt-14-dev           # ThreadSanitizer builds and libFuzzer targets
   spin                               # the Promela model of the arm/trywait protocol
   python3
+  openmpi-bin python3-mpi4py         # Open MPI 4.1 (mtl ofi) and mpi4py: the integration-ompi-* tests
 )
 
 missing=()
