@@ -175,6 +175,13 @@ class RdmPeer {
            h.seq == sh_->cfg.initial_seq;
   }
   bool unreachable() const noexcept { return unreachable_; }
+  /// On a peer that has sent nothing yet: our stream to it continues at `seq` instead of
+  /// initial_seq. A restarted peer whose first packet acknowledges packets of ours (it took the
+  /// start of a stream we had begun with its old instance) expects `seq` next; a stream from
+  /// initial_seq would be taken as duplicates and acked, never delivered.
+  void start_stream_at(uint32_t seq) noexcept {
+    if (snd_una_ == snd_nxt_ && !hot_) snd_una_ = snd_nxt_ = seq;
+  }
   /// Whether send() would take a packet now (window open, no RNR pause, reachable).
   bool can_send() const noexcept;
 
