@@ -46,11 +46,15 @@
 // (kRdmAckReq), and declared unreachable after max_retries unanswered probes.
 //
 // Epochs. Each endpoint instance has a random non-zero epoch. A peer's epoch is learnt from its
-// first frame; frames with another epoch are dropped and counted. A pure ack names the epoch of
-// the stream it acknowledges (ours), so an ack left over from a closed endpoint that had our
-// address is dropped rather than taken as the peer's. A restarted peer (a new epoch starting its
-// stream: is_restart) is the host's to handle: RdmCore fails what involved the old instance and
-// starts a fresh RdmPeer.
+// first frame; frames with another epoch are dropped and counted. A first frame that is a
+// sequenced packet past the start of a stream is dropped too (counted as stale) and teaches
+// nothing: it is the tail of a stream the peer began with an earlier instance of us (we were
+// restarted and it has not noticed yet), and held in the window it would be delivered into the
+// peer's next stream once that stream's first packets filled the hole below it. A pure ack names
+// the epoch of the stream it acknowledges (ours), so an ack left over from a closed endpoint that
+// had our address is dropped rather than taken as the peer's. A restarted peer (a new epoch
+// starting its stream: is_restart) is the host's to handle: RdmCore fails what involved the old
+// instance and starts a fresh RdmPeer.
 //
 // Threading: an RdmPeer and its RdmShared are owned by the thread that owns the endpoint's
 // protocol state at the moment (a progress lcore, or an application thread holding the
