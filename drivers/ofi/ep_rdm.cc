@@ -374,6 +374,10 @@ int rdm_endpoint_open(Domain* dom, fi_info* info, fid_ep** ep, void* context) no
     c.core.inject_size = static_cast<uint32_t>(info->tx_attr->inject_size);
   if (info->ep_attr && info->ep_attr->max_msg_size)
     c.core.max_msg_size = std::min<uint64_t>(info->ep_attr->max_msg_size, c.core.max_msg_size);
+  if (cfg) {  // liveness: FI_DPDK_RDM_PEER_TIMEOUT_MS, FI_DPDK_RDM_MAX_RETRIES
+    c.core.rel.peer_timeout_ns = cfg->rdm_peer_timeout_ms * 1'000'000;
+    c.core.rel.max_retries = cfg->rdm_max_retries;
+  }
   c.source = e->caps & FI_SOURCE;
   c.source_err = e->caps & FI_SOURCE_ERR;
   c.rm_enabled = !(info->domain_attr && info->domain_attr->resource_mgmt == FI_RM_DISABLED);

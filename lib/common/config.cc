@@ -23,7 +23,7 @@ namespace {
 constexpr const char* kSection = "dpdk";
 
 // The single list of keys. config/dpfab.conf must show the same defaults; a unit test checks it.
-constexpr std::array<KeyInfo, 17> kKeys{{
+constexpr std::array<KeyInfo, 19> kKeys{{
     {"config", "",
      "Path of the configuration file to read instead of the installed default (dpfab.conf)."},
     {"eal_args", "--no-huge --no-shconf --no-pci -m 48 --log-level=*:warning",
@@ -52,6 +52,13 @@ constexpr std::array<KeyInfo, 17> kKeys{{
      "While consumers sleep or lcores are parked, the wakeup thread polls a port without rx "
      "interrupts (memif, af_packet, null, ring) at most this many microseconds apart (from 20 us "
      "after traffic, doubling while idle): the extra latency of the first frame after a pause."},
+    {"rdm_peer_timeout_ms", "10000",
+     "FI_EP_RDM: milliseconds a peer may stay silent (no ack of our packets, no answer to "
+     "keepalive probes) before it is declared unreachable and its operations complete with "
+     "FI_EHOSTUNREACH (also needs rdm_max_retries retries to go unanswered); 0 to 86400000."},
+    {"rdm_max_retries", "10",
+     "FI_EP_RDM: retransmissions (or keepalive probes) in a row that must go unanswered, besides "
+     "rdm_peer_timeout_ms of silence, before a peer is declared unreachable; 0 to 1000."},
     {"fault_loss", "0",
      "Fault injection (testing): probability in [0, 1] that a received IPv4/UDP frame is "
      "dropped. ARP and IGMP frames are never faulted."},
@@ -328,6 +335,14 @@ Result<Config> load(const EnvLookup& env, const std::string& default_file) {
       auto n = int_in_range(v, 20, 1'000'000);
       if (!n) return n.error();
       cfg.idle_poll_us = *n;
+    } else if (v.key == "rdm_peer_timeout_ms") {
+      auto n = int_in_range(v, 0, 86'400'000);
+      if (!n) return n.error();
+      cfg.rdm_peer_timeout_ms = static_cast<uint64_t>(*n);
+    } else if (v.key == "rdm_max_retries") {
+      auto n = int_in_range(v, 0, 1000);
+      if (!n) return n.error();
+      cfg.rdm_max_retries = static_cast<uint32_t>(*n);
     } else if (v.key.starts_with("fault_") && v.key != "fault_seed") {
       auto p = probability(v);
       if (!p) return p.error();

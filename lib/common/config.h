@@ -70,8 +70,12 @@ struct Config {
   bool lcore_spin_auto = true;  ///< lcores' spin budget learnt (lcore_spin_us = auto)
   int64_t lcore_spin_us = 0;    ///< lcores' fixed budget when !lcore_spin_auto; < 0 = never park
   int64_t idle_poll_us = 0;     ///< longest idle-poll interval of a port without rx interrupt
-  FaultConfig faults;           ///< fault_* keys
-  std::vector<Value> values;    ///< effective text of every key, in keys() order
+  /// FI_EP_RDM liveness (proto/rdm_peer.h): a peer is declared unreachable once it has been
+  /// silent this long and rdm_max_retries retransmissions or probes in a row went unanswered.
+  uint64_t rdm_peer_timeout_ms = 10'000;
+  uint32_t rdm_max_retries = 10;
+  FaultConfig faults;         ///< fault_* keys
+  std::vector<Value> values;  ///< effective text of every key, in keys() order
 
   const Value* find(std::string_view key) const noexcept;
 };

@@ -3,6 +3,7 @@
 // Telemetry of the wake path: /dpfab/stats (a flat dict: the wakeup thread, each port's wake
 // sources, sleeps and data-path counters, each worker lcore), for dpdk-telemetry.py and
 // dpfab-info --stats.
+#include <rte_mempool.h>
 #include <rte_telemetry.h>
 
 #include <algorithm>
@@ -60,6 +61,10 @@ int tel_stats(const char*, const char*, rte_tel_data* d) {
         add_u64(d, k + "arp", st.arp.load(std::memory_order_relaxed));
         add_u64(d, k + "arp_sent", st.arp_sent.load(std::memory_order_relaxed));
         add_u64(d, k + "rx_rejected", e.decode_stats().rejected());
+        // Mbufs of the port's pool not free (held by the PMD, queued, or leaked): tests compare
+        // it before and after an event.
+        if (rte_mempool* mp = e.pool())
+          add_u64(d, k + "mbufs_in_use", rte_mempool_in_use_count(mp));
         // Fault injection (faults.h; all 0 when off).
         add_u64(d, k + "faults_dropped", st.faults.dropped.load(std::memory_order_relaxed));
         add_u64(d, k + "faults_reordered", st.faults.reordered.load(std::memory_order_relaxed));

@@ -863,7 +863,7 @@ void RdmCore::on_frame(fi_addr_t src, const RdmHeader& h, std::span<const uint8_
     ++stats_.unknown_peer;
     return;
   }
-  if (p->rel.is_restart(h)) restart(*p, src);
+  if (p->rel.is_restart(h)) restart(*p, src, h);
   activate(*p);
   p->rel.on_frame(h, d, now);
   pump_cts(now);
@@ -909,13 +909,16 @@ void RdmCore::activate(PeerState& p) noexcept {
   active_.push_back(&p);  // reserved to the number of peers in add_peer: no allocation
 }
 
-void RdmCore::restart(PeerState& p, fi_addr_t addr) noexcept {
+void RdmCore::restart(PeerState& p, fi_addr_t addr, const RdmHeader& first) noexcept {
   ++stats_.peer_restarts;
   // What involved the old instance fails as if it had been found unreachable...
   if (!p.rel.unreachable()) unreachable(addr);
   // ...and the new one starts with fresh reliability state (its window, our stream to it).
   p.rel.~RdmPeer();
   new (&p.rel) RdmPeer(&shared_, addr);
+  // The new instance may have taken the start of our stream to the old one (retransmissions
+  // that reached it before it spoke): our stream goes on where it expects it to.
+  p.rel.start_stream_at(first.ack);
   p.rdv_turn = false;
   p.awaiting_cts = 0;
 }

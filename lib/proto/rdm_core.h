@@ -236,9 +236,10 @@ class RdmCore final : private PeerHost {
   void unreachable(fi_addr_t peer) noexcept override;
 
   PeerState* state(fi_addr_t a) noexcept;
-  // A peer restarted (RdmPeer::is_restart): operations involving its old instance complete with
-  // FI_EHOSTUNREACH, and the peer starts afresh, reachable again.
-  void restart(PeerState& p, fi_addr_t addr) noexcept;
+  // A peer restarted (RdmPeer::is_restart; `first` is the new instance's first packet):
+  // operations involving its old instance complete with FI_EHOSTUNREACH, and the peer starts
+  // afresh, reachable again.
+  void restart(PeerState& p, fi_addr_t addr, const wire::RdmHeader& first) noexcept;
   // We wait on the peer: a CTS, or the rest of one of its messages.
   bool expecting(const PeerState& p) const noexcept;
   void activate(PeerState& p) noexcept;

@@ -271,6 +271,16 @@ void RdmPeer::on_frame(const RdmHeader& h, std::span<const uint8_t> data, uint64
     return;
   }
   if (peer_epoch_ == 0) {
+    // The first frame from this peer. A sequenced packet past the start of its stream belongs to
+    // a stream it began with an earlier instance of us (a restarted endpoint at our address that
+    // the peer has not noticed yet): taking it would splice that stream's tail into a new one
+    // (its packets held, delivered once the new stream fills the hole, and SACKed so that the
+    // new stream's packets at those seqs would be dropped as duplicates). Dropped; the peer fails
+    // that stream (our first packet, or its timeout) and starts a new one at initial_seq.
+    if (h.kind != RdmKind::kAck && h.seq != sh_->cfg.initial_seq) {
+      ++sh_->stats.rx_stale_epoch;
+      return;
+    }
     peer_epoch_ = h.epoch;
   } else if (h.epoch != peer_epoch_) {
     ++sh_->stats.rx_stale_epoch;

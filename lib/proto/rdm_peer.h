@@ -47,11 +47,15 @@
 // (kRdmAckReq), and declared unreachable after max_retries unanswered probes.
 //
 // Epochs. Each endpoint instance has a random non-zero epoch. A peer's epoch is learnt from its
-// first frame; frames with another epoch are dropped and counted. A pure ack names the epoch of
-// the stream it acknowledges (ours), so an ack left over from a closed endpoint that had our
-// address is dropped rather than taken as the peer's. A restarted peer (a new epoch starting its
-// stream: is_restart) is the host's to handle: RdmCore fails what involved the old instance and
-// starts a fresh RdmPeer.
+// first frame; frames with another epoch are dropped and counted. A first frame that is a
+// sequenced packet past the start of a stream is dropped too (counted as stale) and teaches
+// nothing: it is the tail of a stream the peer began with an earlier instance of us (we were
+// restarted and it has not noticed yet), and held in the window it would be delivered into the
+// peer's next stream once that stream's first packets filled the hole below it. A pure ack names
+// the epoch of the stream it acknowledges (ours), so an ack left over from a closed endpoint that
+// had our address is dropped rather than taken as the peer's. A restarted peer (a new epoch
+// starting its stream: is_restart) is the host's to handle: RdmCore fails what involved the old
+// instance and starts a fresh RdmPeer.
 //
 // Threading: an RdmPeer and its RdmShared are owned by the thread that owns the endpoint's
 // protocol state at the moment (a progress lcore, or an application thread holding the
@@ -181,6 +185,13 @@ class RdmPeer {
            h.seq == sh_->cfg.initial_seq;
   }
   bool unreachable() const noexcept { return unreachable_; }
+  /// On a peer that has sent nothing yet: our stream to it continues at `seq` instead of
+  /// initial_seq. A restarted peer whose first packet acknowledges packets of ours (it took the
+  /// start of a stream we had begun with its old instance) expects `seq` next; a stream from
+  /// initial_seq would be taken as duplicates and acked, never delivered.
+  void start_stream_at(uint32_t seq) noexcept {
+    if (snd_una_ == snd_nxt_ && !hot_) snd_una_ = snd_nxt_ = seq;
+  }
   /// Whether send() would take a packet now (window open, no RNR pause, reachable).
   bool can_send() const noexcept;
 

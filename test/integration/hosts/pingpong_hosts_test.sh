@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 #
-# Stock fi_pingpong (Debian's libfabric-bin) over the dpdk provider, DGRAM, between two network
-# namespaces joined by a veth pair: once on net_af_packet, once on net_af_xdp. Data integrity
-# checks on (-c); every size of fi_pingpong's list. fi_pingpong exchanges addresses over TCP: on
-# af_xdp the XDP program takes every frame of the veth from the kernel, so the control connection
-# runs over a second veth pair (oob0, 10.198.<set>.0/24). Prints fi_pingpong's figures.
-#   pingpong_hosts_test.sh [iterations]
+# Stock fi_pingpong (Debian's libfabric-bin) over the dpdk provider between two network
+# namespaces joined by a veth pair: once on net_af_packet, once on net_af_xdp; DGRAM, or the
+# native RDM (-e rdm: every size of the list up to 1 MiB, so the rendezvous too). Data integrity
+# checks on (-c; fi_pingpong's -v is debug output, not a check); every size of fi_pingpong's list.
+# fi_pingpong exchanges addresses over TCP: on af_xdp the XDP program takes every frame of the
+# veth from the kernel, so the control connection runs over a second veth pair (oob0,
+# 10.198.<set>.0/24). Prints fi_pingpong's figures.
+#   pingpong_hosts_test.sh [iterations] [dgram|rdm]
 set -uo pipefail
 : "${FI_PROVIDER_PATH:?meson sets FI_PROVIDER_PATH}"
 here=$(dirname "$(readlink -f "$0")")
 # shellcheck source=SCRIPTDIR/hosts.sh
 source "$here/hosts.sh"
 iters=${1:-300}
+ep=${2:-dgram}
+case $ep in dgram|rdm) ;; *) echo "FAIL: endpoint type '$ep' (dgram or rdm)"; exit 1 ;; esac
 logs=$(mktemp -d /tmp/dpfab-pingpong-hosts.XXXXXX)
 trap 'rm -rf "$logs"' EXIT   # hosts.sh chains its own cleanup after this one
 
@@ -31,7 +35,7 @@ for pmd in af_packet af_xdp; do
   # Under scripts/test.sh's sanitizer build, fi_pingpong (not ip) gets the ASan runtime preloaded.
   common=(FI_DPDK_MBUFS=4095
     ${DPFAB_STOCK_PRELOAD:+LD_PRELOAD=$DPFAB_STOCK_PRELOAD ASAN_OPTIONS=detect_leaks=0}
-    timeout 60 fi_pingpong -p dpdk -e dgram -c -I "$iters")
+    timeout 60 fi_pingpong -p dpdk -e "$ep" -c -I "$iters")
   # shellcheck disable=SC2046  # hosts_env prints one VAR=value per line
   hosts_spawn 0 env $(hosts_env 0 "$pmd") "${common[@]}" -B "$port" >"$logs/$pmd.server" 2>&1
   srv=$HOSTS_PID
@@ -44,10 +48,10 @@ for pmd in af_packet af_xdp; do
   echo "== $pmd server (exit $src)"; grep -v -e '^libbpf' -e '^libxdp' "$logs/$pmd.server"
   echo "== $pmd client (exit $crc)"; grep -v -e '^libbpf' -e '^libxdp' "$logs/$pmd.client"
   if [ "$src" -eq 0 ] && [ "$crc" -eq 0 ] && grep -q "usec/xfer" "$logs/$pmd.client"; then
-    echo "ok: fi_pingpong -e dgram over $pmd between two namespaces"
+    echo "ok: fi_pingpong -e $ep over $pmd between two namespaces"
     passed=$((passed + 1))
   else
-    echo "FAIL: fi_pingpong -e dgram over $pmd between two namespaces"
+    echo "FAIL: fi_pingpong -e $ep over $pmd between two namespaces"
     failed=$((failed + 1))
   fi
 done

@@ -78,6 +78,8 @@ TEST(Config, DefaultsApplyWithoutFileOrEnvironment) {
   EXPECT_TRUE(cfg->lcore_spin_auto);
   EXPECT_FALSE(cfg->faults.any());  // fault injection off
   EXPECT_EQ(cfg->faults.seed, 1u);
+  EXPECT_EQ(cfg->rdm_peer_timeout_ms, 10'000u);
+  EXPECT_EQ(cfg->rdm_max_retries, 10u);
   for (const auto& v : cfg->values) EXPECT_EQ(v.source, Source::kDefault) << v.key;
 }
 
@@ -87,9 +89,10 @@ TEST(Config, EveryKeyIsListedOnceWithHelp) {
     EXPECT_TRUE(names.insert(k.name).second) << k.name;
     EXPECT_GT(std::string(k.help).size(), 10u) << k.name;
   }
-  for (const char* required : {"config", "eal_args", "ports", "ipv4", "lcores", "mbufs", "rx_depth",
-                               "tx_depth", "spin_us", "spin_max_us", "lcore_spin_us", "fault_loss",
-                               "fault_reorder", "fault_dup", "fault_corrupt", "fault_seed"})
+  for (const char* required :
+       {"config", "eal_args", "ports", "ipv4", "lcores", "mbufs", "rx_depth", "tx_depth", "spin_us",
+        "spin_max_us", "lcore_spin_us", "fault_loss", "fault_reorder", "fault_dup", "fault_corrupt",
+        "fault_seed", "rdm_peer_timeout_ms", "rdm_max_retries"})
     EXPECT_TRUE(names.count(required)) << required;
 }
 
@@ -261,6 +264,25 @@ INSTANTIATE_TEST_SUITE_P(
             "\n",
             ":2", "longer than 255 characters"}));
 
+// The RDM liveness keys (drivers/ofi passes them to proto::rdm::ReliabilityConfig).
+TEST(Config, RdmLivenessKeysFromFileAndEnvironment) {
+  Env env;
+  env.vars["rdm_max_retries"] = "3";
+  auto cfg = load_text("[dpdk]\nrdm_peer_timeout_ms = 1500\nrdm_max_retries = 7\n", env);
+  ASSERT_TRUE(cfg) << cfg.error().message;
+  EXPECT_EQ(cfg->rdm_peer_timeout_ms, 1500u);
+  EXPECT_EQ(cfg->find("rdm_peer_timeout_ms")->source, Source::kFile);
+  EXPECT_EQ(cfg->rdm_max_retries, 3u);
+  EXPECT_EQ(cfg->find("rdm_max_retries")->origin, "FI_DPDK_RDM_MAX_RETRIES");
+  Env zero;
+  zero.vars["rdm_peer_timeout_ms"] = "0";
+  zero.vars["rdm_max_retries"] = "0";
+  auto z = dpfab::config::load(zero.lookup());
+  ASSERT_TRUE(z) << z.error().message;
+  EXPECT_EQ(z->rdm_peer_timeout_ms, 0u);
+  EXPECT_EQ(z->rdm_max_retries, 0u);
+}
+
 TEST(ConfigBadEnvironment, NamesTheVariable) {
   for (auto [key, value] :
        std::vector<std::pair<std::string, std::string>>{{"mbufs", "lots"},
@@ -279,7 +301,12 @@ TEST(ConfigBadEnvironment, NamesTheVariable) {
                                                         {"fault_corrupt", ""},
                                                         {"fault_seed", "-1"},
                                                         {"fault_seed", "0x10"},
-                                                        {"fault_seed", "1.0"}}) {
+                                                        {"fault_seed", "1.0"},
+                                                        {"rdm_peer_timeout_ms", "-1"},
+                                                        {"rdm_peer_timeout_ms", "86400001"},
+                                                        {"rdm_peer_timeout_ms", "1s"},
+                                                        {"rdm_max_retries", "1001"},
+                                                        {"rdm_max_retries", "-1"}}) {
     Env env;
     env.vars[key] = value;
     auto cfg = dpfab::config::load(env.lookup());

@@ -611,6 +611,88 @@ TEST(RdmCore, ARestartedPeerIsReachableAgain) {
   EXPECT_EQ(core.tx_in_use(), 1u);
 }
 
+// A restarted endpoint (this core) whose peer still retransmits the stream it had begun with our
+// predecessor: a first packet past the start of a stream is not taken (it would be held, SACKed
+// and delivered into the new stream once seqs below it filled in, and the new stream's own packet
+// at that seq dropped as a duplicate). The peer's new stream from initial_seq is delivered intact.
+TEST(RdmCore, ANewInstanceDropsTheTailOfAStreamMeantForItsPredecessor) {
+  Capture cap;
+  auto made = RdmCore::create(test_config(), &cap);
+  ASSERT_TRUE(made.ok());
+  RdmCore& core = *made.value();
+  ASSERT_EQ(core.add_peer(0), 0);
+  std::vector<std::vector<uint8_t>> rx(4, std::vector<uint8_t>(100));
+  for (auto& b : rx) ASSERT_EQ(core.recv(recv_op(b, &b), 0), 0);
+  const uint8_t stale[10] = {9, 9, 9, 9, 9, 9, 9, 9, 9, 9};
+  core.on_frame(0, eager_from_peer(3, 40, 0, 10), {stale, 10}, 10);  // the old stream's seq 3
+  EXPECT_EQ(core.reliability_stats().rx_stale_epoch, 1u);
+  EXPECT_EQ(core.peer(0)->peer_epoch(), 0u) << "the epoch is learnt from a stream's start";
+  EXPECT_EQ(core.reliability_stats().rx_out_of_order, 0u);
+  // The peer's new stream (after it noticed the restart): seqs 0..3, messages 1..4.
+  uint8_t bytes[10];
+  for (uint32_t seq = 0; seq < 4; ++seq) {
+    std::memset(bytes, static_cast<int>(seq + 1), sizeof(bytes));
+    core.on_frame(0, eager_from_peer(seq, seq + 1, 0, 10), {bytes, 10}, 20 + seq);
+    ASSERT_EQ(cap.done.size(), seq + 1) << "seq " << seq;
+  }
+  for (uint32_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(cap.done[i].err, 0);
+    EXPECT_EQ(cap.done[i].context, &rx[i]);
+    EXPECT_EQ(rx[i][0], i + 1) << "receive " << i << " got another stream's data";
+  }
+  EXPECT_EQ(core.peer(0)->peer_epoch(), 77u);
+}
+
+// A restarted peer that took the start of our stream to its predecessor (our retransmissions
+// reached it before it spoke) acknowledges it in its first packet: our stream to it goes on from
+// there. Starting again at initial_seq, our next packets would be taken as duplicates and acked
+// without being delivered.
+TEST(RdmCore, OurStreamToARestartedPeerGoesOnWhereItExpectsIt) {
+  Capture cap;
+  auto made = RdmCore::create(test_config(), &cap);
+  ASSERT_TRUE(made.ok());
+  RdmCore& core = *made.value();
+  ASSERT_EQ(core.add_peer(0), 0);
+  std::vector<uint8_t> a(100), out(50, 1);
+  ASSERT_EQ(core.recv(recv_op(a, &a), 0), 0);
+  const uint8_t bytes[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  core.on_frame(0, eager_from_peer(0, 1, 0, 10), {bytes, 10}, 10);  // epoch 77 heard
+  SendOp s;
+  s.dest = 0;
+  s.buf = out.data();
+  s.len = out.size();
+  s.context = &out;
+  ASSERT_EQ(core.send(s, 20), 0);  // our seq 0: the new instance takes it, the old never acks
+  auto last_sequenced = [&] {
+    for (auto it = cap.sent.rbegin(); it != cap.sent.rend(); ++it)
+      if (it->kind != dpfab::wire::RdmKind::kAck) return *it;
+    return RdmHeader{};
+  };
+  EXPECT_EQ(last_sequenced().seq, 0u);
+  // The new instance (epoch 78) speaks: its stream's start, acknowledging our seq 0.
+  RdmHeader h = eager_from_peer(0, 1, 0, 10);
+  h.epoch = 78;
+  h.ack = 1;
+  core.on_frame(0, h, {bytes, 10}, 30);
+  EXPECT_EQ(core.stats().peer_restarts, 1u);
+  ASSERT_GE(cap.done.size(), 2u);
+  EXPECT_EQ(cap.done[1].context, &out);
+  EXPECT_EQ(cap.done[1].err, FI_EHOSTUNREACH);
+  ASSERT_EQ(core.send(s, 40), 0);
+  EXPECT_EQ(last_sequenced().seq, 1u) << "our stream must go on where the new instance expects it";
+  // Its ack of that packet completes the send.
+  RdmHeader ack;
+  ack.kind = dpfab::wire::RdmKind::kAck;
+  ack.epoch = 78;
+  ack.ack = 2;
+  ack.window = 64;
+  ack.msg_id = core.epoch();
+  core.on_frame(0, ack, {}, 50);
+  EXPECT_EQ(core.tx_in_use(), 0u);
+  EXPECT_EQ(cap.done.back().context, &out);
+  EXPECT_EQ(cap.done.back().err, 0);
+}
+
 // FI_INJECT_COMPLETE (SendOp::complete_now): the send completes when it is copied, once; the
 // message still arrives reliably, and its data is the copy's.
 TEST(RdmCore, InjectCompleteCompletesAtOnceAndOnlyOnce) {

@@ -104,6 +104,17 @@ struct Pair {
     q.clear();
     for (size_t i : pick) pb.on_frame(frames[i].h, frames[i].data, now);
   }
+  // b hears from a first through a pure ack (one that names no epoch of b's): b knows a's epoch,
+  // so a hole at the very start of a's stream is held like any other. (A first packet past the
+  // start of a stream is not: it may be the tail of a stream a began with b's predecessor.)
+  void introduce() {
+    RdmHeader h;
+    h.kind = RdmKind::kAck;
+    h.epoch = a.sh.epoch;
+    h.ack = a.sh.cfg.initial_seq;
+    h.window = a.sh.cfg.window;
+    pb.on_frame(h, {}, now);
+  }
   void b_to_a() {
     auto q = std::move(b.host.out);
     b.host.out.clear();
@@ -180,6 +191,7 @@ TEST(RdmPeer, DelayedAckAndPiggyback) {
 
 TEST(RdmPeer, ReorderHeldInSlotsDeliveredInOrderWithSack) {
   Pair p;
+  p.introduce();  // the holes below include the stream's first packet
   for (uint32_t i = 0; i < 5; ++i) ASSERT_EQ(p.send(i, static_cast<uint8_t>(i)), 0);
   p.a_to_b({4, 2, 3});  // 0 and 1 lost
   EXPECT_TRUE(p.b.host.delivered.empty());
@@ -201,6 +213,25 @@ TEST(RdmPeer, ReorderHeldInSlotsDeliveredInOrderWithSack) {
   EXPECT_EQ(p.b.slots.available(), 32u);
   p.b_to_a();
   EXPECT_EQ(p.pa.in_flight(), 0u);
+}
+
+// The first packet b has from a is past the start of a's stream: the tail of a stream a began
+// with an earlier instance of b. Not held, not SACKed, and a's epoch is not learnt from it; the
+// stream's start then arrives and everything is delivered in order (a resends what was dropped).
+TEST(RdmPeer, AFirstPacketPastTheStartOfAStreamIsNotTaken) {
+  Pair p;
+  for (uint32_t i = 0; i < 3; ++i) ASSERT_EQ(p.send(i, static_cast<uint8_t>(i)), 0);
+  p.a_to_b({2});
+  EXPECT_EQ(p.b.sh.stats.rx_stale_epoch, 1u);
+  EXPECT_EQ(p.pb.peer_epoch(), 0u);
+  EXPECT_TRUE(p.b.host.out.empty()) << "no SACK for it";
+  EXPECT_EQ(p.b.slots.available(), 32u);
+  p.now = p.pa.next_deadline();
+  p.pa.poll(p.now);  // the RTO resends all three
+  p.a_to_b();
+  ASSERT_EQ(p.b.host.delivered.size(), 3u);
+  for (uint32_t i = 0; i < 3; ++i) EXPECT_EQ(p.b.host.delivered[i].h.seq, i);
+  EXPECT_EQ(p.pb.peer_epoch(), 0xau);
 }
 
 TEST(RdmPeer, DuplicatesAndOutOfWindowAreDropped) {
@@ -429,6 +460,7 @@ TEST(RdmPeer, KeepaliveProbesASilentPeerAndGivesUp) {
 
 TEST(RdmPeer, SequenceNumbersWrap) {
   Pair p(0xfffffffe);
+  p.introduce();  // the holes below include the stream's first packet
   for (uint32_t i = 0; i < 6; ++i) ASSERT_EQ(p.send(i, static_cast<uint8_t>(i)), 0);
   EXPECT_EQ(p.a.host.out[2].h.seq, 0u);  // ..., 0xfffffffe, 0xffffffff, 0, 1, ...
   p.a_to_b({2, 3, 4, 5});                // the two before the wrap are lost
@@ -461,6 +493,7 @@ TEST(RdmPeer, APacketThePortRefusesIsNotSentAtAll) {
 
 TEST(RdmPeer, APacketSackedThenRefusedIsResentEvenWhenTheRnrIsLost) {
   Pair p;
+  p.introduce();  // the holes below include the stream's first packet
   for (uint32_t i = 0; i < 3; ++i) ASSERT_EQ(p.send(i), 0);
   p.a_to_b({1, 2});  // 0 lost; 1 and 2 held and SACKed
   p.b_to_a();
