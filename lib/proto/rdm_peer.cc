@@ -176,9 +176,9 @@ class Delivered {
     if (n_ < k_) latest_[n_++] = xmit;
   }
   /// Whether a packet last transmitted as `xmit` at `sent_ns` is lost: k packets above it
-  /// transmitted after it were SACKed, or a packet sent more than `reo_wnd` after it arrived.
+  /// transmitted after it were SACKed, or a packet sent `reo_wnd` or more after it arrived.
   bool overtaken(uint32_t xmit, uint64_t sent_ns, uint64_t reo_wnd) const noexcept {
-    return (n_ == k_ && wire::seq_lt(xmit, latest_[k_ - 1])) || latest_ns_ > sent_ns + reo_wnd;
+    return (n_ == k_ && wire::seq_lt(xmit, latest_[k_ - 1])) || latest_ns_ >= sent_ns + reo_wnd;
   }
 
  private:

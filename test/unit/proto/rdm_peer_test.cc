@@ -227,7 +227,11 @@ TEST(RdmPeer, AFirstPacketPastTheStartOfAStreamIsNotTaken) {
   EXPECT_TRUE(p.b.host.out.empty()) << "no SACK for it";
   EXPECT_EQ(p.b.slots.available(), 32u);
   p.now = p.pa.next_deadline();
-  p.pa.poll(p.now);  // the RTO resends all three
+  p.pa.poll(p.now);  // the RTO resends the oldest
+  p.a_to_b();
+  p.now += 50;
+  p.pb.poll(p.now);  // its (delayed) ack: 1 and 2, sent an RTO before it, are resent
+  p.b_to_a();
   p.a_to_b();
   ASSERT_EQ(p.b.host.delivered.size(), 3u);
   for (uint32_t i = 0; i < 3; ++i) EXPECT_EQ(p.b.host.delivered[i].h.seq, i);
