@@ -169,7 +169,11 @@ namespace {
 class Delivered {
  public:
   explicit Delivered(uint32_t k) : k_(k) {}
-  void delivered(uint64_t sent_ns) noexcept { latest_ns_ = std::max(latest_ns_, sent_ns); }
+  void delivered(uint64_t sent_ns) noexcept {
+    latest_ns_ = std::max(latest_ns_, sent_ns);
+    any_ = true;
+  }
+  bool any() const noexcept { return any_; }
   void sacked_above(uint32_t xmit) noexcept {
     for (uint32_t i = 0; i < n_; ++i)
       if (wire::seq_lt(latest_[i], xmit)) std::swap(xmit, latest_[i]);
@@ -186,6 +190,7 @@ class Delivered {
   uint32_t n_ = 0;
   uint32_t latest_[kMaxDupthresh] = {};  // descending
   uint64_t latest_ns_ = 0;
+  bool any_ = false;
 };
 
 }  // namespace
@@ -240,10 +245,11 @@ void RdmPeer::process_ack(const RdmHeader& h, uint64_t now) noexcept {
     e.sacked = (h.sack >> bit) & 1;
     if (e.sacked) delivered.delivered(e.sent_ns);
   }
-  if (rnr_paused_ || snd_una_ == snd_nxt_) return;
+  // Nothing delivered (a duplicate ack): nothing can have been overtaken.
+  if (!delivered.any() || rnr_paused_ || snd_una_ == snd_nxt_) return;
   // Loss detection, in the spirit of RACK (RFC 8985): a packet neither acked nor SACKed is lost
   // when dupthresh packets above it, transmitted after its last transmission, were SACKed, or when
-  // a packet sent more than an RTO (the estimate) after it was delivered: the reordering window is
+  // a packet sent an RTO (the estimate) or more after it was delivered: the reordering window is
   // that wide because the port's reordering holds a frame back until the next one, however late
   // that comes, and an application may space its sends by more than any fraction of the RTT. A
   // retransmission is a new transmission, so one that is lost again is found the same way; and

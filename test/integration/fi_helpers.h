@@ -5,13 +5,19 @@
 #pragma once
 
 #include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_errno.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace dpfab::test {
@@ -74,6 +80,40 @@ inline std::vector<std::string> expected_ports() {
     start = end + 1;
   }
   return names;
+}
+
+/// Two processes of a test (fork, pipes): writes `ep`'s name to `out_fd`, reads the peer's from
+/// `in_fd` and inserts it into `av`. Returns 0, or the step that failed (20 getname, 21 write,
+/// 22 read, 23 insert).
+inline int exchange_names(fid_ep* ep, fid_av* av, int out_fd, int in_fd, fi_addr_t* peer) {
+  char name[64];
+  size_t len = sizeof(name);
+  if (fi_getname(&ep->fid, name, &len) != 0) return 20;
+  if (write(out_fd, &len, sizeof(len)) != sizeof(len) ||
+      write(out_fd, name, len) != static_cast<ssize_t>(len))
+    return 21;
+  char other[64];
+  size_t olen = 0;
+  if (read(in_fd, &olen, sizeof(olen)) != sizeof(olen) || olen > sizeof(other) ||
+      read(in_fd, other, olen) != static_cast<ssize_t>(olen))
+    return 22;
+  if (fi_av_insert(av, other, 1, peer, 0, nullptr) != 1) return 23;
+  return 0;
+}
+
+/// Waits for child `pid` at most `bound` (SIGKILL after it); true when it exited with status 0.
+inline bool reap_child(pid_t pid, std::chrono::seconds bound) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  int status = 0;
+  pid_t r = 0;
+  while ((r = waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (r == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return false;
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 }  // namespace dpfab::test

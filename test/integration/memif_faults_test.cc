@@ -77,21 +77,7 @@ class Side {
   }
 
   // Exchanges names over the pipes and inserts the peer.
-  int meet(int out_fd, int in_fd) {
-    char name[64];
-    size_t len = sizeof(name);
-    if (fi_getname(&ep_->fid, name, &len) != 0) return 20;
-    if (write(out_fd, &len, sizeof(len)) != sizeof(len) ||
-        write(out_fd, name, len) != static_cast<ssize_t>(len))
-      return 21;
-    char peer[64];
-    size_t plen = 0;
-    if (read(in_fd, &plen, sizeof(plen)) != sizeof(plen) || plen > sizeof(peer) ||
-        read(in_fd, peer, plen) != static_cast<ssize_t>(plen))
-      return 22;
-    if (fi_av_insert(av_, peer, 1, &peer_, 0, nullptr) != 1) return 23;
-    return 0;
-  }
+  int meet(int out_fd, int in_fd) { return exchange_names(ep_, av_, out_fd, in_fd, &peer_); }
 
   // Sends `seq`, retrying -FI_EAGAIN (a link coming up) until `deadline`.
   bool send(uint32_t seq, Clock::time_point deadline) {
@@ -195,20 +181,6 @@ pid_t spawn(const std::string& ports, bool server, int out_fd, int in_fd, int re
   _exit(w == sizeof(r) ? 0 : 1);
 }
 
-bool reap(pid_t pid, std::chrono::seconds bound) {
-  auto deadline = Clock::now() + bound;
-  int status = 0;
-  pid_t r = 0;
-  while ((r = waitpid(pid, &status, WNOHANG)) == 0 && Clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  if (r == 0) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    return false;
-  }
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
 }  // namespace
 
 TEST(MemifFaults, TheFirstMessagesOfAMemifPairCostFarFewerFaultsThanMessages) {
@@ -227,8 +199,8 @@ TEST(MemifFaults, TheFirstMessagesOfAMemifPairCostFarFewerFaultsThanMessages) {
   Result rs, rc;
   EXPECT_EQ(read(cres[0], &rc, sizeof(rc)), static_cast<ssize_t>(sizeof(rc)));
   EXPECT_EQ(read(sres[0], &rs, sizeof(rs)), static_cast<ssize_t>(sizeof(rs)));
-  EXPECT_TRUE(reap(client, std::chrono::seconds(30)));
-  EXPECT_TRUE(reap(server, std::chrono::seconds(30)));
+  EXPECT_TRUE(reap_child(client, std::chrono::seconds(30)));
+  EXPECT_TRUE(reap_child(server, std::chrono::seconds(30)));
   for (int fd : {c2s[0], c2s[1], s2c[0], s2c[1], sres[0], sres[1], cres[0], cres[1]}) close(fd);
   unlink(sock.c_str());
   ASSERT_EQ(rc.status, 0) << "client failed at that step";

@@ -123,21 +123,7 @@ class Side {
     return 0;
   }
 
-  int meet(int out_fd, int in_fd) {
-    char name[64];
-    size_t len = sizeof(name);
-    if (fi_getname(&ep_->fid, name, &len) != 0) return 20;
-    if (write(out_fd, &len, sizeof(len)) != sizeof(len) ||
-        write(out_fd, name, len) != static_cast<ssize_t>(len))
-      return 21;
-    char peer[64];
-    size_t plen = 0;
-    if (read(in_fd, &plen, sizeof(plen)) != sizeof(plen) || plen > sizeof(peer) ||
-        read(in_fd, peer, plen) != static_cast<ssize_t>(plen))
-      return 22;
-    if (fi_av_insert(av_, peer, 1, &peer_, 0, nullptr) != 1) return 23;
-    return 0;
-  }
+  int meet(int out_fd, int in_fd) { return exchange_names(ep_, av_, out_fd, in_fd, &peer_); }
 
   fid_ep* ep() { return ep_; }
   fid_cq* cq() { return cq_; }
@@ -313,20 +299,6 @@ pid_t spawn(const std::string& ports, bool server, uint64_t messages, const std:
   Result r = server ? serve(out_fd, in_fd, messages) : send_all(out_fd, in_fd, messages);
   ssize_t w = write(result_fd, &r, sizeof(r));
   _exit(w == sizeof(r) ? 0 : 1);
-}
-
-bool reap_child(pid_t pid, std::chrono::seconds bound) {
-  auto deadline = Clock::now() + bound;
-  int status = 0;
-  pid_t r = 0;
-  while ((r = waitpid(pid, &status, WNOHANG)) == 0 && Clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  if (r == 0) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    return false;
-  }
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 }  // namespace
