@@ -158,6 +158,7 @@ void RdmPeer::rtt_sample(uint64_t r) noexcept {
     srtt_ = (7 * srtt_ + r) / 8;
   }
   rto_ = std::clamp(srtt_ + 4 * rttvar_, sh_->cfg.rto_min_ns, sh_->cfg.rto_max_ns);
+  if (hot_) hot_->min_rtt = std::min(hot_->min_rtt, r);
   sh_->stats.rto_estimate_max_ns = std::max(sh_->stats.rto_estimate_max_ns, rto_);
 }
 
@@ -201,6 +202,18 @@ void RdmPeer::process_ack(const RdmHeader& h, uint64_t now) noexcept {
   peer_window_ = std::clamp<uint16_t>(h.window, 1, static_cast<uint16_t>(kRing));
   if (!hot_ || snd_una_ == snd_nxt_) return;
   Delivered delivered(sh_->cfg.dupthresh);
+  // What an ack tells of a packet's send time (RFC 8985 6.2 step 2): a retransmitted packet acked
+  // sooner than the smallest round trip after its last transmission was acked for an earlier
+  // one (the retransmission was spurious: a late ack, a slow peer). Taking the retransmission's
+  // time would declare lost every packet sent an RTO before it: a burst of spurious resends.
+  // Before the first RTT sample there is nothing to tell them apart: the ack is taken as the
+  // retransmission's.
+  const auto dated = [&](const TxEntry& e) {
+    return e.tx_count == 1 || now - e.sent_ns >= hot_->min_rtt || hot_->min_rtt == UINT64_MAX;
+  };
+  const auto was_delivered = [&](const TxEntry& e) {
+    if (dated(e)) delivered.delivered(e.sent_ns);
+  };
   if (seq_lt(snd_una_, h.ack)) {
     // Cumulative progress. Karn: sample the newest packet acked that was sent exactly once (and
     // not SACKed before: its ack waited for a hole below it, which is not its round trip).
@@ -208,7 +221,7 @@ void RdmPeer::process_ack(const RdmHeader& h, uint64_t now) noexcept {
     while (snd_una_ != h.ack) {
       TxEntry& e = hot_->tx[snd_una_ % kRing];
       if (e.tx_count == 1 && !e.sacked) sample = now - e.sent_ns;
-      delivered.delivered(e.sent_ns);
+      was_delivered(e);
       ++snd_una_;
       sh_->host->acked(addr_, e.cookie);
     }
@@ -243,7 +256,7 @@ void RdmPeer::process_ack(const RdmHeader& h, uint64_t now) noexcept {
     if (!seq_lt(h.ack, s) || bit >= 64) continue;
     TxEntry& e = hot_->tx[s % kRing];
     e.sacked = (h.sack >> bit) & 1;
-    if (e.sacked) delivered.delivered(e.sent_ns);
+    if (e.sacked) was_delivered(e);
   }
   // Nothing delivered (a duplicate ack): nothing can have been overtaken.
   if (!delivered.any() || rnr_paused_ || snd_una_ == snd_nxt_) return;
@@ -260,7 +273,7 @@ void RdmPeer::process_ack(const RdmHeader& h, uint64_t now) noexcept {
   for (uint32_t s = snd_nxt_ - 1;; --s) {
     TxEntry& e = hot_->tx[s % kRing];
     if (e.sacked) {
-      delivered.sacked_above(e.xmit);
+      if (dated(e)) delivered.sacked_above(e.xmit);
     } else if (delivered.overtaken(e.xmit, e.sent_ns, reo_wnd)) {
       ++sh_->stats.tx_fast_retransmits;
       transmit_entry(e, now);

@@ -243,8 +243,9 @@ class RdmPeer {
   };
   struct Hot {
     TxEntry tx[64];
-    int32_t rx_slot[64];  // out-of-order packets held, indexed seq % 64; -1 empty
-    uint32_t xmits = 0;   // transmissions so far (wraps; compared with seq_lt)
+    int32_t rx_slot[64];            // out-of-order packets held, indexed seq % 64; -1 empty
+    uint32_t xmits = 0;             // transmissions so far (wraps; compared with seq_lt)
+    uint64_t min_rtt = UINT64_MAX;  // the smallest RTT sample (loss detection, process_ack)
   };
 
   bool ensure_hot() noexcept;

@@ -321,6 +321,36 @@ TEST(RdmPeer, RttRtoKarnBackoffAndUnreachable) {
   EXPECT_EQ(p.pa.next_deadline(), UINT64_MAX);
 }
 
+// A late ack (a slow or descheduled peer) lets the RTO resend the oldest packet although it
+// arrived. The ack for its first transmission must not date it as sent at the resend: that would
+// declare lost every packet sent an RTO before, all of which arrived too (RFC 8985 6.2 step 2).
+TEST(RdmPeer, ALateAckAfterASpuriousRtoCausesNoFastRetransmits) {
+  Pair p;
+  ASSERT_EQ(p.send(0), 0);  // one round trip first: min_rtt = 400
+  p.a_to_b();
+  p.now += 400;
+  p.pb.poll(p.now);
+  p.b_to_a();
+  p.b.sh.cfg.ack_every = 1;  // one ack per packet: the first names the oldest alone
+  for (uint32_t c = 1; c <= 5; ++c) ASSERT_EQ(p.send(c), 0);  // one burst, one send time
+  p.a_to_b();  // all arrive; b's acks are held back (late)
+  ASSERT_FALSE(p.b.host.out.empty());
+  p.now += p.pa.rto_ns();
+  p.pa.poll(p.now);
+  ASSERT_EQ(p.a.sh.stats.rto_expiries, 1u);
+  ASSERT_EQ(p.a.sh.stats.tx_retransmits, 1u);  // the oldest only
+  p.a.host.out.clear();
+  p.now += 10;       // the late acks arrive just after the resend, one at a time
+  p.pb.poll(p.now);  // with the delayed one
+  auto acks = std::move(p.b.host.out);
+  p.b.host.out.clear();
+  for (auto& s : acks) p.pa.on_frame(s.h, s.data, p.now);
+  EXPECT_EQ(p.a.sh.stats.tx_fast_retransmits, 0u);
+  EXPECT_TRUE(p.a.host.out.empty()) << "spurious resends";
+  EXPECT_EQ(p.a.host.acks.size(), 6u);
+  EXPECT_EQ(p.pa.in_flight(), 0u);
+}
+
 TEST(RdmPeer, ReceiverWithoutBufferAnswersRnrAndTheSenderBacksOff) {
   Pair p;
   p.b.host.refuse = true;
