@@ -113,7 +113,7 @@ bool StaticResolver::failed(uint32_t ipv4_be) noexcept {
 // ---- AddressVector: construction ---------------------------------------------------------------
 
 AddressVector::RevTable::RevTable(size_t capacity)
-    : mask(capacity - 1), slots(std::make_unique<RevSlot[]>(capacity)) {}
+    : mask(capacity - 1), slots(std::make_unique<std::atomic<uint64_t>[]>(capacity)) {}
 
 AddressVector::AddressVector(const Options& opts)
     : type_(opts.type),
@@ -164,18 +164,19 @@ fi_addr_t AddressVector::reverse(uint32_t ipv4_be, uint16_t udp_port_be,
   // seen filled. A table that has been replaced meanwhile stays readable (never freed before the
   // AV), and answers as of when it was current.
   const RevTable* t = rev_.load(std::memory_order_acquire);
-  size_t i = rev_hash(key) & t->mask;
+  const uint64_t hash = rev_hash(key);
+  size_t i = hash & t->mask;
   for (size_t n = 0; n <= t->mask; ++n, i = (i + 1) & t->mask) {
-    const RevSlot& s = t->slots[i];
-    // Acquire: pairs with the release store of the key in rev_insert_locked(), which follows the
-    // value store and the entry's publication.
-    const uint64_t k = s.key.load(std::memory_order_acquire);
-    if (k == kEmptyKey) return FI_ADDR_NOTAVAIL;
-    if (k != key) continue;
-    // The slot may be changing under us (removed, reused for another address): the value is only
-    // an fi_addr to check. Entries are written once, so a valid entry with this address is a
-    // right answer whatever happened to the slot; otherwise keep probing.
-    const fi_addr_t v = s.value.load(std::memory_order_relaxed);
+    // Acquire: pairs with the release store of the slot in rev_insert_locked(), which follows the
+    // entry's publication.
+    const uint64_t w = t->slots[i].load(std::memory_order_acquire);
+    if (w == kRevEmpty) return FI_ADDR_NOTAVAIL;
+    if (!rev_tag_is(w, hash)) continue;
+    // Another key may share the tag, and the slot may be changing under us (removed, reused for
+    // another address): the index is only an fi_addr to check. Entries are written once, so a
+    // valid entry with this address is a right answer whatever happened to the slot; otherwise
+    // keep probing.
+    const fi_addr_t v = rev_index(w);
     const AvEntry* e = lookup(v);
     if (e && same_endpoint(e->addr, ipv4_be, udp_port_be, ep_id_be)) return v;
   }
@@ -211,20 +212,19 @@ void AddressVector::publish_locked(fi_addr_t index, const wire::Address& addr) n
 void AddressVector::rev_insert_locked(uint64_t key, fi_addr_t index) noexcept {
   RevTable* t = rev_tables_.back().get();
   if ((t->used + 1) * 2 > t->mask + 1) {
-    // Too full (live entries or tombstones): a clean table sized for the live entries. Readers
-    // may be in the old one; it is retired, not freed.
+    // Too full (live entries or tombstones): a clean table sized for the live entries, at most a
+    // third full (a table half full of live entries doubles). Readers may be in the old one; it
+    // is retired, not freed.
     try {
       auto fresh =
-          std::make_unique<RevTable>(pow2_at_least(std::max(kMinRevCapacity, (t->live + 1) * 4)));
+          std::make_unique<RevTable>(pow2_at_least(std::max(kMinRevCapacity, (t->live + 1) * 3)));
       for (size_t i = 0; i <= t->mask; ++i) {
-        const uint64_t k = t->slots[i].key.load(std::memory_order_relaxed);
-        if (k == kEmptyKey || k == kTombKey) continue;
-        size_t j = rev_hash(k) & fresh->mask;
-        while (fresh->slots[j].key.load(std::memory_order_relaxed) != kEmptyKey)
+        const uint64_t w = t->slots[i].load(std::memory_order_relaxed);
+        if (w == kRevEmpty || w == kRevTomb) continue;
+        size_t j = rev_hash(rev_key_at(rev_index(w))) & fresh->mask;
+        while (fresh->slots[j].load(std::memory_order_relaxed) != kRevEmpty)
           j = (j + 1) & fresh->mask;
-        fresh->slots[j].value.store(t->slots[i].value.load(std::memory_order_relaxed),
-                                    std::memory_order_relaxed);
-        fresh->slots[j].key.store(k, std::memory_order_relaxed);
+        fresh->slots[j].store(w, std::memory_order_relaxed);
         ++fresh->used;
         ++fresh->live;
       }
@@ -241,45 +241,47 @@ void AddressVector::rev_insert_locked(uint64_t key, fi_addr_t index) noexcept {
       }
     }
   }
-  RevSlot* tomb = nullptr;
-  size_t i = rev_hash(key) & t->mask;
+  const uint64_t hash = rev_hash(key);
+  std::atomic<uint64_t>* tomb = nullptr;
+  size_t i = hash & t->mask;
   for (;; i = (i + 1) & t->mask) {
-    const uint64_t k = t->slots[i].key.load(std::memory_order_relaxed);
-    if (k == key) {
+    const uint64_t w = t->slots[i].load(std::memory_order_relaxed);
+    if (rev_tag_is(w, hash) && rev_key_at(rev_index(w)) == key) {
       // The same address again (undefined by fi_av(3)): the latest insertion wins.
-      t->slots[i].value.store(index, std::memory_order_relaxed);
+      // Release: as below.
+      t->slots[i].store(rev_word(hash, index), std::memory_order_release);
       return;
     }
-    if (k == kTombKey && !tomb) tomb = &t->slots[i];
-    if (k == kEmptyKey) break;
+    if (w == kRevTomb && !tomb) tomb = &t->slots[i];
+    if (w == kRevEmpty) break;
   }
-  RevSlot* target = tomb ? tomb : &t->slots[i];
+  std::atomic<uint64_t>* target = tomb ? tomb : &t->slots[i];
   if (!tomb) ++t->used;
-  target->value.store(index, std::memory_order_relaxed);
-  // Release: pairs with the acquire load of the key in reverse(); orders the value and the
-  // entry's publication (publish_locked) before it.
-  target->key.store(key, std::memory_order_release);
+  // Release: pairs with the acquire load of the slot in reverse(); orders the entry's
+  // publication (publish_locked) before it.
+  target->store(rev_word(hash, index), std::memory_order_release);
   ++t->live;
 }
 
 void AddressVector::rev_remove_locked(uint64_t key, fi_addr_t index) noexcept {
   RevTable* t = rev_tables_.back().get();
-  size_t i = rev_hash(key) & t->mask;
+  const uint64_t hash = rev_hash(key);
+  size_t i = hash & t->mask;
   for (size_t n = 0; n <= t->mask; ++n, i = (i + 1) & t->mask) {
-    const uint64_t k = t->slots[i].key.load(std::memory_order_relaxed);
-    if (k == kEmptyKey) return;
-    if (k != key) continue;
+    const uint64_t w = t->slots[i].load(std::memory_order_relaxed);
+    if (w == kRevEmpty) return;
+    if (!rev_tag_is(w, hash) || rev_key_at(rev_index(w)) != key) continue;
     // A later insertion of the same address owns the slot: leave it.
-    if (t->slots[i].value.load(std::memory_order_relaxed) != index) return;
-    // Relaxed: a reader that still sees the key checks the (now removed) entry and moves on.
-    t->slots[i].key.store(kTombKey, std::memory_order_relaxed);
+    if (rev_index(w) != index) return;
+    // Relaxed: a reader that still sees the old word checks the (now removed) entry and moves on.
+    t->slots[i].store(kRevTomb, std::memory_order_relaxed);
     --t->live;
     // A run of tombstones that ends at an empty slot lies on no live key's probe path (that path
     // would cross the empty slot): make it empty again, so that removals do not fill the table.
     size_t j = i;
-    while (t->slots[(j + 1) & t->mask].key.load(std::memory_order_relaxed) == kEmptyKey &&
-           t->slots[j].key.load(std::memory_order_relaxed) == kTombKey) {
-      t->slots[j].key.store(kEmptyKey, std::memory_order_relaxed);
+    while (t->slots[(j + 1) & t->mask].load(std::memory_order_relaxed) == kRevEmpty &&
+           t->slots[j].load(std::memory_order_relaxed) == kRevTomb) {
+      t->slots[j].store(kRevEmpty, std::memory_order_relaxed);
       --t->used;
       j = (j - 1) & t->mask;
     }

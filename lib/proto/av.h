@@ -24,12 +24,15 @@
 //     "The behavior of operations in progress that reference the removed addresses is
 //     undefined." Here such an operation keeps using the (still readable) old address.
 //   - reverse() is an open-addressing hash (linear probing) on (IPv4, UDP port, endpoint id)
-//     packed in 64 bits, with atomic key and value slots and tombstones on removal, written under
-//     the AV's control mutex. A reader that finds the key checks the value against the entry it
-//     names (entries never change, so a valid entry with that address is a right answer even if
-//     the slot is being reused meanwhile). Tombstone runs that end at an empty slot become empty
+//     packed in 64 bits, with tombstones on removal, written under the AV's control mutex. A slot
+//     is one atomic word, 8 bytes: a 32-bit tag (half of the key's hash) and the fi_addr; the key
+//     itself is the entry's address. A reader whose tag matches checks the entry the slot names
+//     (entries never change, so a valid entry with that address is a right answer even if the
+//     slot is being reused meanwhile). Tombstone runs that end at an empty slot become empty
 //     again; a table that still fills up is replaced by a clean one sized for the live entries.
 //     Readers may still be inside the old one, so old tables are kept until the AV is destroyed.
+//     2^16 addresses take 3.3 MiB in all, entries and reverse map (5.3 MiB with a 16-byte
+//     slot of key and value; integration-rdm-av-memory).
 //
 // Control path (insert*, remove, lookup_address, bind_eq, progress_pending): any thread; calls
 // serialise on a mutex, except that a synchronous insertion waiting for address resolution does
@@ -273,21 +276,28 @@ class AddressVector {
     Slot slots[kChunkEntries];
   };
 
-  // Reverse map: key = ipv4 << 32 | port << 16 | ep id. Addresses with IPv4 0 are not inserted
-  // (rejected), so keys 0 and 1 are free to mean empty and tombstone.
-  static constexpr uint64_t kEmptyKey = 0;
-  static constexpr uint64_t kTombKey = 1;
-  struct RevSlot {
-    std::atomic<uint64_t> key{kEmptyKey};
-    std::atomic<uint64_t> value{FI_ADDR_NOTAVAIL};
-  };
+  // Reverse map: key = ipv4 << 32 | port << 16 | ep id, hashed (rev_hash); the low bits of the
+  // hash place a key, the high 32 are its tag. A slot's word is tag << 32 | (fi_addr + 1), or
+  // kRevEmpty, or kRevTomb (fi_addr + 1 <= kMaxEntries < 2^32 - 1: neither is ever an fi_addr).
+  static constexpr uint64_t kRevEmpty = 0;
+  static constexpr uint64_t kRevTomb = 0xffffffff;
+  static_assert(kMaxEntries < kRevTomb);
   struct RevTable {
     explicit RevTable(size_t capacity);
     size_t mask;
-    std::unique_ptr<RevSlot[]> slots;
+    std::unique_ptr<std::atomic<uint64_t>[]> slots;  // value-initialised: kRevEmpty
     size_t used = 0;  // non-empty slots (live + tombstones); writer only
     size_t live = 0;  // writer only
   };
+  static uint64_t rev_word(uint64_t hash, fi_addr_t index) noexcept {
+    return (hash >> 32) << 32 | (index + 1);
+  }
+  // Whether `word` names an fi_addr (not empty, not a tombstone) under the tag of `hash`.
+  static bool rev_tag_is(uint64_t word, uint64_t hash) noexcept {
+    const uint64_t low = word & 0xffffffff;
+    return low != kRevEmpty && low != kRevTomb && (word >> 32) == (hash >> 32);
+  }
+  static fi_addr_t rev_index(uint64_t word) noexcept { return (word & 0xffffffff) - 1; }
 
   // One address of an insertion call that is not finished yet.
   struct Item {
@@ -321,6 +331,11 @@ class AddressVector {
   void publish_locked(fi_addr_t index, const wire::Address& addr) noexcept;
   void rev_insert_locked(uint64_t key, fi_addr_t index) noexcept;
   void rev_remove_locked(uint64_t key, fi_addr_t index) noexcept;
+  // Under mutex_: the reverse key of the entry at `index` (reserved, so its chunk exists).
+  uint64_t rev_key_at(fi_addr_t index) const noexcept {
+    const wire::Address& a = slot(index).entry.addr;
+    return rev_key(a.ipv4_be, a.udp_port_be, a.ep_id_be);
+  }
   Slot& slot(fi_addr_t index) const noexcept {
     // Relaxed: under mutex_, which ordered the chunk's allocation (reserve_locked) before us.
     return chunks_[index >> kChunkBits]

@@ -69,10 +69,12 @@
 //     the counters; with FI_RM_ENABLED check would_fit before send/recv;
 //   - progress(now) runs in the poll step and, for sleeping endpoints, from the wakeup thread at
 //     next_deadline() (retransmission timers have no fd); `now` is CLOCK_MONOTONIC in ns;
-//   - add_peer on fi_av_insert (peer = the fi_addr index); seg_size = max_payload(mtu) -
-//     kRdmHeaderLen; getinfo advertises FI_EP_RDM, FI_MSG | FI_TAGGED | FI_SOURCE |
-//     FI_DIRECTED_RECV | FI_MULTI_RECV, msg_order FI_ORDER_SAS, comp_order FI_ORDER_NONE
-//     (a rendezvous receive completes after later eager ones), max_msg_size, inject_size.
+//   - add_peer on a peer's first traffic, not on fi_av_insert (peer = the endpoint's peer id,
+//     rdm_endpoint.h: an address only in the AV costs the core nothing); seg_size =
+//     max_payload(mtu) - kRdmHeaderLen; getinfo advertises FI_EP_RDM, FI_MSG | FI_TAGGED |
+//     FI_SOURCE | FI_DIRECTED_RECV | FI_MULTI_RECV, msg_order FI_ORDER_SAS, comp_order
+//     FI_ORDER_NONE (a rendezvous receive completes after later eager ones), max_msg_size,
+//     inject_size.
 #pragma once
 
 #include <rdma/fabric.h>

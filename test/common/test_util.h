@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
 //
 // Small helpers shared by the unit and integration tests: fd readiness, a delayed call on another
-// thread, and a watchdog that interrupts a blocked thread (so that no test can hang).
+// thread, a watchdog that interrupts a blocked thread (so that no test can hang), and the bytes
+// the heap holds (memory footprints measured, not computed).
 #pragma once
 
+#include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -14,6 +16,16 @@
 #include <thread>
 
 namespace dpfab::test {
+
+/// Bytes of heap in use now, in every malloc arena: small and medium blocks (uordblks, malloc's
+/// headers included) plus the blocks malloc mmap()ed (hblkhd). Exact for what new/malloc hold,
+/// unlike RSS, which moves by pages, counts pages other code touches meanwhile, and keeps what
+/// was freed but not returned; it does not see memory mapped outside malloc (DPDK's heap and
+/// mempools), which per-peer and AV state does not use.
+inline size_t heap_bytes() {
+  const struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+}
 
 /// Whether `fd` is readable now, or becomes readable within `timeout_ms`.
 inline bool fd_readable(int fd, int timeout_ms = 0) {
