@@ -105,6 +105,8 @@ Result<const config::Config*> start_runtime() {
   std::vector<progress::PortEngine*> engines;
   for (const auto& p : **ports)
     if (auto e = progress::PortEngine::of(p.get())) engines.push_back(*e);
+  if (cfg.udp_checksum_always)
+    for (progress::PortEngine* e : engines) e->set_udp_checksum_always();
   // Fault injection (testing): on every port, before anything polls them.
   if (cfg.faults.any()) {
     DPFAB_WARN(FI_LOG_CORE,

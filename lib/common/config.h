@@ -74,8 +74,9 @@ struct Config {
   /// silent this long and rdm_max_retries retransmissions or probes in a row went unanswered.
   uint64_t rdm_peer_timeout_ms = 10'000;
   uint32_t rdm_max_retries = 10;
-  FaultConfig faults;         ///< fault_* keys
-  std::vector<Value> values;  ///< effective text of every key, in keys() order
+  bool udp_checksum_always = false;  ///< udp_checksum = on
+  FaultConfig faults;                ///< fault_* keys
+  std::vector<Value> values;         ///< effective text of every key, in keys() order
 
   const Value* find(std::string_view key) const noexcept;
 };

@@ -52,6 +52,8 @@ PortEngine::PortEngine(port::Port* p)
   // receive ring and to transmit (fi_dpdk(7), FI_DPDK_MBUFS).
   set_held_limit(p->mempool()->size / 2);
   memif_ = p->info().driver == "net_memif";
+  // udp_checksum = auto (set_udp_checksum): none on links that stay in this host's memory.
+  tx_caps_.udp_none = memif_ || p->info().driver == "net_ring";
   prefault_pending_ = memif_;
 }
 

@@ -97,6 +97,9 @@ class PortEngine final : public proto::Link {
   /// 0 turns injection off (frames it held are freed). Control path, any thread (waits for the
   /// receive side). @return 0; -FI_ENOMEM.
   [[nodiscard]] int set_faults(const config::FaultConfig& f) noexcept;
+  /// udp_checksum = on: frames sent carry a UDP checksum even on memif and ring ports (by
+  /// default they carry none there: wire::TxChecksumCaps::udp_none). Before endpoints are bound.
+  void set_udp_checksum_always() noexcept { tx_caps_.udp_none = false; }
   /// The port's wake sources (port_wake.h).
   PortWake& wake() noexcept { return wake_; }
   const PortWake& wake() const noexcept { return wake_; }

@@ -5,9 +5,12 @@
 #include <rte_ether.h>
 #include <rte_ip.h>
 #include <rte_mbuf.h>
+#include <rte_udp.h>
 
 #include <algorithm>
 #include <cstring>
+
+#include "wire/checksum.h"
 
 namespace dpfab::progress {
 namespace {
@@ -27,6 +30,21 @@ bool writable(const rte_mbuf* m) noexcept {
   for (; m; m = m->next)
     if (!RTE_MBUF_DIRECT(m) || rte_mbuf_refcnt_read(m) != 1) return false;
   return true;
+}
+
+// An IPv4/UDP frame (Ops::span said so) whose UDP checksum is 0 gets it computed: a frame too
+// short or malformed for it is left as it is (the decoder rejects it anyway).
+void add_udp_checksum(rte_mbuf* m) noexcept {
+  const auto* ip = rte_pktmbuf_mtod_offset(m, rte_ipv4_hdr*, kIpOffset);
+  const uint32_t ihl = rte_ipv4_hdr_len(ip);
+  const uint32_t l4 = kIpOffset + ihl;
+  const uint32_t total = rte_be_to_cpu_16(ip->total_length);
+  if (ihl < sizeof(rte_ipv4_hdr) || total < ihl + sizeof(rte_udp_hdr) ||
+      rte_pktmbuf_data_len(m) < l4 + sizeof(rte_udp_hdr) ||
+      kIpOffset + total > rte_pktmbuf_pkt_len(m))
+    return;
+  auto* udp = rte_pktmbuf_mtod_offset(m, rte_udp_hdr*, l4);
+  if (udp->dgram_cksum == 0) udp->dgram_cksum = wire::ipv4_udp_cksum_mbuf(m, ip, l4);
 }
 
 }  // namespace
@@ -100,6 +118,9 @@ bool FaultInjector::Ops::flip(rte_mbuf*& m, uint32_t offset, uint8_t bit) noexce
   }
   // A NIC's verdict on the checksums no longer holds: the decoder checks in software.
   m->ol_flags &= ~(RTE_MBUF_F_RX_IP_CKSUM_MASK | RTE_MBUF_F_RX_L4_CKSUM_MASK);
+  // A frame sent with no UDP checksum (udp_checksum = auto on memif and ring: such links do not
+  // corrupt) gets the one a sender on a wire would have computed, so that the flip is caught.
+  add_udp_checksum(m);
   for (rte_mbuf* seg = m; seg; seg = seg->next) {
     if (offset < seg->data_len) {
       *rte_pktmbuf_mtod_offset(seg, uint8_t*, offset) ^= static_cast<uint8_t>(1u << bit);

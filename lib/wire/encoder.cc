@@ -98,6 +98,8 @@ int encode_mbuf(rte_mbuf* m, const Route& route, const Header& h, uint16_t ip_id
   if (!caps.ipv4) store_cksum(p + kIpv4Offset + 10, rte_ipv4_cksum(ip));
   if (caps.udp)
     store_cksum(p + kUdpOffset + 6, rte_ipv4_phdr_cksum(ip, ol));
+  else if (caps.udp_none)
+    return 0;  // write_headers left it 0
   else if (m->next == nullptr)
     store_cksum(p + kUdpOffset + 6, rte_ipv4_udptcp_cksum(ip, p + kUdpOffset));
   else

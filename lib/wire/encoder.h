@@ -29,6 +29,10 @@ namespace dpfab::wire {
 struct TxChecksumCaps {
   bool ipv4 = false;  ///< RTE_ETH_TX_OFFLOAD_IPV4_CKSUM
   bool udp = false;   ///< RTE_ETH_TX_OFFLOAD_UDP_CKSUM
+  /// No UDP checksum at all: the field stays 0, "none computed" (RFC 768), and receivers skip
+  /// it. For links whose frames never leave this host's memory (memif, ring), where computing
+  /// and verifying it cost a pass over every byte on each side and guard against nothing.
+  bool udp_none = false;
 
   /// From a RTE_ETH_TX_OFFLOAD_* mask.
   static TxChecksumCaps from_offloads(uint64_t tx_offloads) noexcept;

@@ -516,6 +516,28 @@ TEST(EncoderMbuf, ChecksumOffloadSetsFlagsLengthsAndThePseudoHeaderSum) {
   }
 }
 
+// memif and ring ports (udp_checksum = auto): no UDP checksum, the field stays 0 ("none
+// computed", RFC 768), and the decoder takes such a frame without verifying it.
+TEST(EncoderMbuf, WithoutUdpChecksumTheFieldIsZeroAndTheDecoderAcceptsIt) {
+  TestMbuf mb;
+  auto payload = golden_payload();
+  mb.append(payload.data(), payload.size());
+  TxChecksumCaps caps;
+  caps.udp_none = true;
+  ASSERT_EQ(encode_mbuf(&mb.m, golden_route(), golden_header(), kGoldenIpId, caps), 0);
+  const auto* p = rte_pktmbuf_mtod(&mb.m, const uint8_t*);
+  EXPECT_EQ(mb.m.ol_flags, 0u);
+  EXPECT_EQ(p[kUdpCksumOff], 0);
+  EXPECT_EQ(p[kUdpCksumOff + 1], 0);
+  std::vector<uint8_t> f(p, p + mb.m.data_len);
+  std::vector<uint8_t> g = kGoldenFrame;
+  g[kUdpCksumOff] = g[kUdpCksumOff + 1] = 0;
+  EXPECT_EQ(f, g) << "everything else, the IPv4 checksum included, is the hand-crafted frame";
+  DecodeStats stats;
+  Frame out;
+  EXPECT_EQ(decode_frame(f, &out, stats), Verdict::kData);
+}
+
 TEST(EncoderMbuf, ComputesTheUdpChecksumOverAChainOfSegments) {
   std::vector<uint8_t> payload(1001);
   for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<uint8_t>(i * 13 + 5);
