@@ -293,8 +293,9 @@ int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** av, void* context) no
     }
     const fi_av_type dom_type =
         dom->info && dom->info->domain_attr ? dom->info->domain_attr->av_type : FI_AV_UNSPEC;
-    fi_av_type type = attr->type;
-    if (type != FI_AV_UNSPEC && type != FI_AV_MAP && type != FI_AV_TABLE) return -FI_EINVAL;
+    const int t = app_enum(attr->type);
+    if (t != FI_AV_UNSPEC && t != FI_AV_MAP && t != FI_AV_TABLE) return -FI_EINVAL;
+    fi_av_type type = static_cast<fi_av_type>(t);
     if (type == FI_AV_UNSPEC) type = dom_type != FI_AV_UNSPEC ? dom_type : FI_AV_MAP;
 
     auto a = std::make_unique<AvFid>();

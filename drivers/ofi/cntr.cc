@@ -86,7 +86,7 @@ int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr, void* con
       DPFAB_INFO(FI_LOG_CNTR, "fi_cntr_open: flags must be 0");
       return -FI_EINVAL;
     }
-    if (attr->events != FI_CNTR_EVENTS_COMP) {
+    if (app_enum(attr->events) != FI_CNTR_EVENTS_COMP) {
       DPFAB_INFO(FI_LOG_CNTR, "fi_cntr_open: only FI_CNTR_EVENTS_COMP is supported");
       return -FI_ENOSYS;
     }

@@ -19,6 +19,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "common/config.h"
 #include "common/log.h"
@@ -192,6 +193,16 @@ int waitset_join(fid_wait* ws, wait::Waitable* member, void* context) noexcept;
 int waitset_leave(fid_wait* ws, wait::Waitable* member) noexcept;
 /// Whether members of this wait set need an eventfd of their own (FI_WAIT_POLLFD sets).
 bool waitset_members_need_fd(fid_wait* ws) noexcept;
+
+/// An enumeration field an application filled in, read as its integer: a value outside the
+/// enumeration must not be loaded as the enum type (undefined behaviour; UBSan reports it).
+template <typename E>
+inline int app_enum(const E& e) noexcept {
+  static_assert(std::is_enum_v<E> && sizeof(E) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof(v));
+  return v;
+}
 
 /// An application's wait_obj, read as an integer: a value outside the enumeration must not be
 /// loaded as fi_wait_obj (undefined behaviour). nullopt for a value libfabric does not define.
