@@ -204,11 +204,13 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
   return true;
 }
 
-// ofi_rxd's probe for a DGRAM provider to layer over (prov/rxd/src/rxd_init.c, 1.17): see the
-// file comment.
+// ofi_rxd's probe for a DGRAM provider to layer over (prov/rxd/src/rxd_init.c, rxd_info_to_core
+// in 1.17: caps FI_MSG, mode FI_LOCAL_MR | FI_CONTEXT | FI_MSG_PREFIX, exactly): see the file
+// comment. Exact values: an application that offers every mode bit (fabtests fi_av_test sets mode
+// ~0) accepts FI_LOCAL_MR | FI_MSG_PREFIX too, and is answered.
 bool rxd_probe(const fi_info* hints) {
-  constexpr uint64_t kRxdMode = FI_LOCAL_MR | FI_MSG_PREFIX;
-  return hints && (hints->mode & kRxdMode) == kRxdMode && hints->ep_attr &&
+  constexpr uint64_t kRxdMode = FI_LOCAL_MR | FI_CONTEXT | FI_MSG_PREFIX;
+  return hints && hints->mode == kRxdMode && hints->caps == FI_MSG && hints->ep_attr &&
          hints->ep_attr->type == FI_EP_DGRAM;
 }
 
