@@ -52,6 +52,7 @@ PortEngine::PortEngine(port::Port* p)
   // receive ring and to transmit (fi_dpdk(7), FI_DPDK_MBUFS).
   set_held_limit(p->mempool()->size / 2);
   memif_ = p->info().driver == "net_memif";
+  shared_link_ = p->info().driver == "net_af_packet" || p->info().driver == "net_af_xdp";
   prefault_pending_ = memif_;
 }
 
@@ -83,7 +84,8 @@ void PortEngine::close_all() noexcept {
 
 int PortEngine::bind(uint16_t udp_port_be, proto::Receiver* r) noexcept {
   // The application's choice: claimed when no other process holds it, bound either way.
-  return bind_claimed(udp_port_be, r, claims_.try_claim(mac(), ipv4_be_, udp_port_be));
+  return bind_claimed(udp_port_be, r,
+                      shared_link_ ? claims_.try_claim(mac(), ipv4_be_, udp_port_be) : UniqueFd());
 }
 
 int PortEngine::bind_claimed(uint16_t udp_port_be, proto::Receiver* r, UniqueFd claim) noexcept {
@@ -126,7 +128,8 @@ uint16_t PortEngine::bind_ephemeral(proto::Receiver* r) noexcept {
     // Another process of this host with our address holds it (udp_claims.h): not ours to take.
     // Without the claims folder, nothing is known about other processes: first free port here.
     bool held = false;
-    UniqueFd claim = claims_.try_claim(mac(), ipv4_be_, port_be, &held);
+    UniqueFd claim;
+    if (shared_link_) claim = claims_.try_claim(mac(), ipv4_be_, port_be, &held);
     if (held) continue;
     if (bind_claimed(port_be, r, std::move(claim)) == FI_SUCCESS) return port_be;
   }

@@ -66,9 +66,9 @@ class PortEngine final : public proto::Link {
   /// Binds a UDP port (network byte order) to an endpoint. -FI_EADDRINUSE when taken here. The
   /// port is also claimed for this process (udp_claims.h) when no other process holds it.
   int bind(uint16_t udp_port_be, proto::Receiver* r) noexcept;
-  /// Binds the first ephemeral port (49152-65535) that is free here and that no other process of
-  /// this host sharing our address (MAC and IPv4) has claimed, and claims it; returns it
-  /// (network order) or 0.
+  /// Binds the first ephemeral port (49152-65535) that is free here and, on an af_packet or af_xdp
+  /// port, that no other process on the same interface with our address (MAC and IPv4) has
+  /// claimed, and claims it; returns it (network order) or 0.
   uint16_t bind_ephemeral(proto::Receiver* r) noexcept;
   /// Unbinds; on return no poll step is delivering to the endpoint that held the port.
   void unbind(uint16_t udp_port_be) noexcept;
@@ -189,6 +189,8 @@ class PortEngine final : public proto::Link {
   /// (port::Port::prefault_shared_memory), once per connection, before it receives.
   bool prefault_pending_ = false;
   bool memif_ = false;  // a net_memif port (set at construction)
+  /// An af_packet or af_xdp port: other processes may open the same interface (udp_claims.h).
+  bool shared_link_ = false;
   /// A restart failed (a memif client with no server): the port is stopped, and DPDK's bursts on
   /// a stopped port are a misuse (its stand-in burst dumps a stack trace). No burst until a
   /// restart succeeds. Written holding both RX ownership and the TX lock, read holding either.

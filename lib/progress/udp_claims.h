@@ -7,12 +7,13 @@
 // sockets. Each process's engine demultiplexes only its own ports, so two processes that chose the
 // same ephemeral port would both take each other's traffic.
 //
-// A claim is an exclusive flock(2) on a file named after the address (MAC and IPv4) and the port
+// Only ports that several processes can open on one link need claims: af_packet and af_xdp (a
+// memif link joins exactly two processes, a NIC port belongs to one). A claim is an exclusive
+// flock(2) on a file named after the network namespace, the address (MAC and IPv4) and the port
 // in a folder of this host (kDefaultDir, mode 01777 like /tmp). The kernel drops the lock when its
 // process ends, however it ends, so a port of a process that exited or was killed is free again
 // at once: a restarted process gets the same ephemeral port (its peers recognise it as a restart).
-// The files stay (empty, reused). Processes on different links have different MACs (a memif port
-// without mac= gets a random one) and never contend.
+// The files stay (empty, reused).
 //
 // Threads: any; claims are made and dropped on the control path (endpoint enable and close).
 #pragma once
