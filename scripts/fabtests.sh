@@ -7,7 +7,8 @@
 # libfabric (see the README, "Conformance"); this script only runs them.
 #   scripts/fabtests.sh [FABTESTS_BIN]      (default /opt/fabtests/bin)
 # Ends with "N passed, M failed"; each failure's output is printed. Needs root for fi_av_test
-# (it runs in a network namespace whose kernel owns the addresses it inserts).
+# (it runs in a network namespace whose kernel owns the addresses it inserts) and for
+# fi_rdm_shared_av (three processes: two network namespaces over a veth).
 #
 #   scripts/fabtests.sh --quick [--no-oob] [FABTESTS_BIN]
 # runs fabtests' own runfabtests.sh -t quick against dpdk instead, both processes of each test on
@@ -122,7 +123,8 @@ report() {  # NAME STATUS LOG...
   fi
 }
 
-# The unit tests take the first entry they get: the core's layered dpdk;ofi_rxd would come first.
+# The unit tests take the first entry they get (dpdk's native RDM; fi_getinfo_test -e rdm asks
+# for it). FI_PROVIDER='^ofi_rxd' keeps a layered entry away should the core ever offer one.
 unit() {  # NAME ARGS...
   local name=$1
   shift
@@ -133,13 +135,14 @@ unit() {  # NAME ARGS...
 
 # Client/server over one memif link, with fixed addresses so that the tests' own address exchange
 # (no -E: the server's FI_SOURCE address, the client's node/service) works as on a real network.
-# The benchmarks (fi_*_pingpong) always exchange addresses over a TCP socket bound to -s: they get
-# -E and the loopback address instead.
+# The benchmarks (fi_*_pingpong) always exchange addresses over a TCP socket bound to -s, and
+# fi_multi_recv and fi_unexpected_msg always use that socket (FT_OPT_OOB_*): they get -E and the
+# loopback address instead.
 pair() {  # NAME ARGS...
   local name=$1 sock="$run/memif.sock" s c
   shift
   local label="$name $*" srv=(-s 10.77.0.1) cli=(-s 10.77.0.2 "$@" 10.77.0.1)
-  if [[ $name == *pingpong* ]]; then
+  if [[ $name == *pingpong* || $name == fi_multi_recv || $name == fi_unexpected_msg ]]; then
     srv=(-E)
     cli=(-E "$@" 127.0.0.1)
   fi
@@ -160,6 +163,7 @@ pair() {  # NAME ARGS...
 }
 
 unit fi_getinfo_test
+unit fi_getinfo_test -e rdm
 unit fi_eq_test
 unit fi_cq_test
 unit fi_cntr_test
@@ -170,19 +174,21 @@ unit fi_cntr_test
 # completion it leaves on the shared EQ fails the asynchronous cases after it. With that check
 # changed to 0 in unit/av_test.c every case passes. See the README, "Conformance".)
 if [ "$(id -u)" -eq 0 ]; then
-  (
-    trap - EXIT  # hosts.sh chains the cleanup it finds: not the run folder's
-    # shellcheck source=../test/integration/hosts/hosts.sh
-    source test/integration/hosts/hosts.sh
-    hosts_create 2 >/dev/null || exit 1
-    net=${HOSTS_IP[1]%.*}
-    for i in $(seq 10 15); do ip -n "${HOSTS_NS[1]}" addr add "$net.$i/24" dev dp0 || exit 1; done
-    # shellcheck disable=SC2046
-    hosts_exec 0 env $(hosts_env 0 af_packet) FI_PROVIDER='^ofi_rxd' timeout 120 \
-      "$bin/fi_av_test" -p dpdk -e dgram -g "$net.10" -n 6 -s "${HOSTS_IP[0]}"
-  ) >"$run/av.log" 2>&1
-  report "fi_av_test -e dgram" $? "$run/av.log"
-  grep -E "FAIL|Summary" "$run/av.log"
+  for e in dgram rdm; do
+    (
+      trap - EXIT  # hosts.sh chains the cleanup it finds: not the run folder's
+      # shellcheck source=../test/integration/hosts/hosts.sh
+      source test/integration/hosts/hosts.sh
+      hosts_create 2 >/dev/null || exit 1
+      net=${HOSTS_IP[1]%.*}
+      for i in $(seq 10 15); do ip -n "${HOSTS_NS[1]}" addr add "$net.$i/24" dev dp0 || exit 1; done
+      # shellcheck disable=SC2046
+      hosts_exec 0 env $(hosts_env 0 af_packet) FI_PROVIDER='^ofi_rxd' timeout 120 \
+        "$bin/fi_av_test" -p dpdk -e "$e" -g "$net.10" -n 6 -s "${HOSTS_IP[0]}"
+    ) >"$run/av.log" 2>&1
+    report "fi_av_test -e $e" $? "$run/av.log"
+    grep -E "FAIL|Summary" "$run/av.log"
+  done
 fi
 
 pair fi_dgram
@@ -206,8 +212,52 @@ mcast() {
   rm -f "$sock"
 }
 mcast
-# fi_poll asks for FI_EP_RDM: the core's ofi_rxd over dpdk's DGRAM.
+# FI_EP_RDM, native. Data checks (-v) wherever the test offers them.
+# fi_poll asks for FI_EP_RDM only.
 for t in queue counter; do pair fi_poll -t "$t"; done
+pair fi_rdm
+pair fi_rdm_tagged_peek
+# The benchmarks run every default size up to 1 MiB: -I 100 keeps each well inside its 60 s on two
+# busy cores.
+for c in spin sread fd yield; do pair fi_rdm_pingpong -c "$c" -I 100 -v; done
+pair fi_rdm_tagged_pingpong -I 100 -v
+pair fi_rdm_tagged_bw -I 100 -v
+pair fi_rdm_cntr_pingpong -I 100 -v
+pair fi_unexpected_msg -e rdm -I 10
+pair fi_multi_recv -e rdm -I 100 -v
+# fabtests 1.15 renamed fi_inj_complete to fi_msg_inject (-A inj_complete; FI_EP_RDM by default);
+# -N sends with fi_sendmsg and FI_INJECT_COMPLETE in the call's flags instead of the op_flags.
+for n in "" -N; do
+  # shellcheck disable=SC2086
+  pair fi_msg_inject $n -A inj_complete -e rdm -v
+done
+# fi_rdm_shared_av: the client forks; parent and child each open a port of their own and share a
+# named AV (FI_SHARED_AV): the parent inserts the server, the child sends to the fi_addr it reads
+# from the AV's map_addr. A memif link joins two processes only, so this runs on two network
+# namespaces joined by a veth (root): the server on one, the client's two processes on one
+# af_packet interface of the other (the same MAC and IPv4; their ephemeral UDP ports tell them
+# apart, see fi_dpdk(7), Addressing).
+if [ "$(id -u)" -eq 0 ]; then
+  (
+    trap - EXIT
+    # shellcheck source=../test/integration/hosts/hosts.sh
+    source test/integration/hosts/hosts.sh
+    hosts_create 2 >/dev/null || exit 1
+    # shellcheck disable=SC2046
+    hosts_spawn 0 env $(hosts_env 0 af_packet) timeout 60 "$bin/fi_rdm_shared_av" -p dpdk \
+      -s "${HOSTS_IP[0]}" >"$run/server.log" 2>&1
+    s=$HOSTS_PID
+    hosts_wait_for_log "$run/server.log" "Waiting for message" 20 || sleep 1
+    # shellcheck disable=SC2046
+    hosts_exec 1 env $(hosts_env 1 af_packet) timeout 60 "$bin/fi_rdm_shared_av" -p dpdk \
+      -s "${HOSTS_IP[1]}" "${HOSTS_IP[0]}" >"$run/client.log" 2>&1
+    c=$?
+    hosts_wait "$s" 30
+    s=$?
+    [ "$s" -eq 0 ] && [ "$c" -eq 0 ] && grep -q "Data check OK" "$run/server.log"
+  )
+  report "fi_rdm_shared_av" $? "$run/server.log" "$run/client.log"
+fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

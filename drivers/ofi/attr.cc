@@ -28,16 +28,16 @@ namespace dpfab::ofi {
 namespace {
 
 // FI_MULTICAST: fi_join on DGRAM endpoints (ep.cc), paired with FI_SEND and/or FI_RECV.
-constexpr uint64_t kDgramCaps =
-    FI_MSG | FI_MULTICAST | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+// Peers on the same box (memif, ring) and on other hosts (NICs, veth) alike.
+constexpr uint64_t kCommCaps = FI_LOCAL_COMM | FI_REMOTE_COMM;
+// Named AVs shared by the processes of a node (av.cc, lib/proto/av_shared.h).
+constexpr uint64_t kDomainCaps = kCommCaps | FI_SHARED_AV;
+constexpr uint64_t kDgramCaps = FI_MSG | FI_MULTICAST | FI_SEND | FI_RECV | FI_SOURCE | kDomainCaps;
 constexpr uint64_t kRdmCaps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV |
-                              FI_MULTI_RECV | FI_SOURCE | FI_SOURCE_ERR | FI_LOCAL_COMM |
-                              FI_REMOTE_COMM;
+                              FI_MULTI_RECV | FI_SOURCE | FI_SOURCE_ERR | kDomainCaps;
 // Granted only when asked for: they cost a lookup per received message.
 constexpr uint64_t kAskedCaps = FI_SOURCE | FI_SOURCE_ERR;
 constexpr uint64_t kRdmMaxMsg = uint64_t{1} << 30;
-// Peers on the same box (memif, ring) and on other hosts (NICs, veth) alike.
-constexpr uint64_t kDomainCaps = FI_LOCAL_COMM | FI_REMOTE_COMM;
 constexpr size_t kDefaultMtu = 1500;
 
 bool names_us(const fi_info* hints) {
@@ -125,7 +125,10 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
     out->caps = hints->caps;
     if (!(hints->caps & (FI_SEND | FI_RECV))) out->caps |= FI_SEND | FI_RECV;
     // FI_SOURCE is a secondary capability: only when asked for (it costs a lookup per frame).
-    if (!(hints->caps & kDomainCaps)) out->caps |= kDomainCaps;
+    // Neither FI_LOCAL_COMM nor FI_REMOTE_COMM asked for: both (fi_getinfo(3)). FI_SHARED_AV
+    // costs nothing unless an AV is named: granted too.
+    if (!(hints->caps & kCommCaps)) out->caps |= kCommCaps;
+    out->caps |= FI_SHARED_AV;
     // Secondary capabilities of RDM that cost nothing unless used.
     // FI_MULTI_RECV is secondary: offered even when not asked for (it costs nothing unused).
     out->caps |= caps & FI_MULTI_RECV;
@@ -186,7 +189,7 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
       out->domain_attr->mr_mode = d->mr_mode == FI_MR_BASIC ? FI_MR_BASIC : FI_MR_SCALABLE;
     }
     if (d->cq_data_size > out->domain_attr->cq_data_size) return false;
-    if (d->caps & ~kDomainCaps) return false;  // FI_SHARED_AV and others: not offered
+    if (d->caps & ~kDomainCaps) return false;
   } else if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
     out->domain_attr->mr_mode = FI_MR_SCALABLE;
   }
@@ -201,11 +204,13 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
   return true;
 }
 
-// ofi_rxd's probe for a DGRAM provider to layer over (prov/rxd/src/rxd_init.c, 1.17): see the
-// file comment.
+// ofi_rxd's probe for a DGRAM provider to layer over (prov/rxd/src/rxd_init.c, rxd_info_to_core
+// in 1.17: caps FI_MSG, mode FI_LOCAL_MR | FI_CONTEXT | FI_MSG_PREFIX, exactly): see the file
+// comment. Exact values: an application that offers every mode bit (fabtests fi_av_test sets mode
+// ~0) accepts FI_LOCAL_MR | FI_MSG_PREFIX too, and is answered.
 bool rxd_probe(const fi_info* hints) {
-  constexpr uint64_t kRxdMode = FI_LOCAL_MR | FI_MSG_PREFIX;
-  return hints && (hints->mode & kRxdMode) == kRxdMode && hints->ep_attr &&
+  constexpr uint64_t kRxdMode = FI_LOCAL_MR | FI_CONTEXT | FI_MSG_PREFIX;
+  return hints && hints->mode == kRxdMode && hints->caps == FI_MSG && hints->ep_attr &&
          hints->ep_attr->type == FI_EP_DGRAM;
 }
 

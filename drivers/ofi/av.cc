@@ -9,9 +9,17 @@
 //     else FI_AV_MAP, and is returned in attr->type. fi_addr values are indices either way, so an
 //     explicit type other than the domain's is accepted too: ofi_rxd, layered on us, opens its
 //     datagram AV as FI_AV_TABLE whatever av_type the application's hints carried down.
-//   - count and ep_per_node are hints; rx_ctx_bits must be 0 (no scalable endpoints); a name
-//     (shared AV) is -FI_ENOSYS; flags: FI_EVENT, FI_SYMMETRIC (a hint), FI_READ only with a name
-//     (so -FI_ENOSYS too); others -FI_EBADFLAGS.
+//   - count and ep_per_node are hints; rx_ctx_bits must be 0 (no scalable endpoints); flags:
+//     FI_EVENT, FI_SYMMETRIC (a hint), FI_READ (only with a name: -FI_EINVAL without); others
+//     -FI_EBADFLAGS.
+//   - A name (FI_SHARED_AV) opens a shared AV (proto::SharedAvTable, lib/proto/av_shared.h):
+//     without FI_READ the AV is created, in shared memory, with room for `count` addresses (1024
+//     when 0; a shared AV does not grow); with FI_READ the existing one is opened read-only
+//     (-FI_ENOENT when there is none), its insertions and removals are -FI_EOPNOTSUPP and its
+//     fi_addr values are the creator's. Either way map_addr returns the address, in this process,
+//     of the table's fi_addr_t array: entry i is the fi_addr of the i-th address inserted
+//     (FI_ADDR_NOTAVAIL while there is none). The map_addr passed in is not used: fi_addr values
+//     are the same in every process whatever it is.
 //   - fi_av_bind: an EQ, flags 0, only on an AV opened with FI_EVENT, once. The EQ stays busy
 //     (fi_close on it returns -FI_EBUSY) until the AV is closed.
 //   - Insertions: see proto::AddressVector::insert. Addresses without a MAC are resolved through
@@ -275,10 +283,6 @@ int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** av, void* context) no
   return guard("fi_av_open", [&]() -> int {
     if (!domain || !attr || !av) return -FI_EINVAL;
     auto* dom = container_of_fid<Domain>(&domain->fid);
-    if (attr->name) {
-      DPFAB_INFO(FI_LOG_AV, "named (shared) AVs are not supported");
-      return -FI_ENOSYS;
-    }
     constexpr uint64_t kFlags = FI_EVENT | FI_SYMMETRIC | FI_READ;
     if (attr->flags & ~kFlags) {
       DPFAB_INFO(FI_LOG_AV, "unsupported AV flags 0x%llx",
@@ -286,7 +290,7 @@ int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** av, void* context) no
       return -FI_EBADFLAGS;
     }
     // "An AV opened for read-only access must be named": without a name there is nothing to open.
-    if (attr->flags & FI_READ) return -FI_EINVAL;
+    if ((attr->flags & FI_READ) && !attr->name) return -FI_EINVAL;
     if (attr->rx_ctx_bits != 0) {
       DPFAB_INFO(FI_LOG_AV, "rx_ctx_bits %d: no scalable endpoints", attr->rx_ctx_bits);
       return -FI_EINVAL;
@@ -304,6 +308,17 @@ int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** av, void* context) no
     a->fid.fid.context = context;
     a->fid.fid.ops = &g_av_fi_ops;
     a->fid.ops = &g_av_ops;
+    std::unique_ptr<proto::SharedAvTable> shared;
+    if (attr->name) {
+      // Read-only: "the AV must exist".
+      auto t = (attr->flags & FI_READ) ? proto::SharedAvTable::open(attr->name)
+                                       : proto::SharedAvTable::create(attr->name, attr->count);
+      if (!t) {
+        DPFAB_WARN(FI_LOG_AV, "shared AV: %s", t.error().message.c_str());
+        return t.code();
+      }
+      shared = std::move(t.value());
+    }
     proto::AddressVector::Options opts;
     opts.type = type == FI_AV_TABLE ? proto::AvType::kTable : proto::AvType::kMap;
     opts.count = attr->count;
@@ -311,7 +326,11 @@ int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** av, void* context) no
     opts.resolver = dom->resolver.get();
     opts.fid = &a->fid.fid;
     opts.format = addr_format_of(dom->info ? dom->info->addr_format : uint32_t{FI_FORMAT_UNSPEC});
-    a->av = std::make_unique<proto::AddressVector>(opts);
+    void* map_addr = shared ? const_cast<fi_addr_t*>(shared->map()) : nullptr;
+    a->av = std::make_unique<proto::AddressVector>(opts, std::move(shared));
+    // "If name is non-NULL and map_addr is 0, then the map_addr used by the provider will be
+    // returned through the attribute structure."
+    if (map_addr) attr->map_addr = map_addr;
     attr->type = type;  // "The AV type used will be returned through the type field"
     dom->refs.fetch_add(1, std::memory_order_relaxed);
     *av = &a.release()->fid;

@@ -54,6 +54,7 @@ PortEngine::PortEngine(port::Port* p)
   memif_ = p->info().driver == "net_memif";
   // udp_checksum = auto (set_udp_checksum): none on links that stay in this host's memory.
   tx_caps_.udp_none = memif_ || p->info().driver == "net_ring";
+  shared_link_ = p->info().driver == "net_af_packet" || p->info().driver == "net_af_xdp";
   prefault_pending_ = memif_;
 }
 
@@ -84,6 +85,25 @@ void PortEngine::close_all() noexcept {
 }
 
 int PortEngine::bind(uint16_t udp_port_be, proto::Receiver* r) noexcept {
+  // The application's choice: claimed when no other process holds it, bound either way.
+  return bind_claimed(udp_port_be, r,
+                      shared_link_ ? claims_.try_claim(mac(), ipv4_be_, udp_port_be) : UniqueFd());
+}
+
+int PortEngine::bind_claimed(uint16_t udp_port_be, proto::Receiver* r, UniqueFd claim) noexcept {
+  if (int rc = bind_demux(udp_port_be, r); rc != FI_SUCCESS) return rc;
+  if (claim.valid()) {
+    std::lock_guard lock(claims_mutex_);
+    try {
+      held_claims_[udp_port_be] = std::move(claim);
+    } catch (const std::bad_alloc&) {
+      // Unrecorded: the claim is dropped (other processes may choose the port), the bind stands.
+    }
+  }
+  return FI_SUCCESS;
+}
+
+int PortEngine::bind_demux(uint16_t udp_port_be, proto::Receiver* r) noexcept {
   proto::Receiver* expected = nullptr;
   if (!demux_[rte_be_to_cpu_16(udp_port_be)].compare_exchange_strong(
           expected, r, std::memory_order_release, std::memory_order_relaxed))
@@ -104,9 +124,17 @@ int PortEngine::bind(uint16_t udp_port_be, proto::Receiver* r) noexcept {
 }
 
 uint16_t PortEngine::bind_ephemeral(proto::Receiver* r) noexcept {
-  for (uint32_t port = kEphemeralFirst; port <= 65535; ++port)
-    if (bind(rte_cpu_to_be_16(static_cast<uint16_t>(port)), r) == FI_SUCCESS)
-      return rte_cpu_to_be_16(static_cast<uint16_t>(port));
+  for (uint32_t port = kEphemeralFirst; port <= 65535; ++port) {
+    const uint16_t port_be = rte_cpu_to_be_16(static_cast<uint16_t>(port));
+    if (demux_[port].load(std::memory_order_relaxed)) continue;  // ours already
+    // Another process of this host with our address holds it (udp_claims.h): not ours to take.
+    // Without the claims folder, nothing is known about other processes: first free port here.
+    bool held = false;
+    UniqueFd claim;
+    if (shared_link_) claim = claims_.try_claim(mac(), ipv4_be_, port_be, &held);
+    if (held) continue;
+    if (bind_claimed(port_be, r, std::move(claim)) == FI_SUCCESS) return port_be;
+  }
   return 0;
 }
 
@@ -119,6 +147,8 @@ void PortEngine::unbind(uint16_t udp_port_be) noexcept {
   }
   // A poll step that loaded the old pointer holds rx_busy_ until it is done with it.
   while (rx_busy_.load(std::memory_order_seq_cst)) rx_wait();
+  std::lock_guard lock(claims_mutex_);
+  held_claims_.erase(udp_port_be);  // closes the claim's fd: the lock goes
 }
 
 void PortEngine::rx_wait() noexcept {

@@ -13,15 +13,19 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 
+#include "common/fd.h"
 #include "common/result.h"
 #include "port/port.h"
 #include "progress/faults.h"
 #include "progress/memif_kick.h"
 #include "progress/parker.h"
 #include "progress/port_wake.h"
+#include "progress/udp_claims.h"
 #include "proto/endpoint.h"
 #include "proto/groups.h"
 #include "wire/arp.h"
@@ -59,9 +63,12 @@ class PortEngine final : public proto::Link {
   /// destroyed meanwhile): statistics readers such as telemetry. `fn` must not call of().
   static void for_each(void (*fn)(const PortEngine&, void*), void* arg) noexcept;
 
-  /// Binds a UDP port (network byte order) to an endpoint. -FI_EADDRINUSE when taken.
+  /// Binds a UDP port (network byte order) to an endpoint. -FI_EADDRINUSE when taken here. The
+  /// port is also claimed for this process (udp_claims.h) when no other process holds it.
   int bind(uint16_t udp_port_be, proto::Receiver* r) noexcept;
-  /// Binds the first free ephemeral port (49152-65535); returns it (network order) or 0.
+  /// Binds the first ephemeral port (49152-65535) that is free here and, on an af_packet or af_xdp
+  /// port, that no other process on the same interface with our address (MAC and IPv4) has
+  /// claimed, and claims it; returns it (network order) or 0.
   uint16_t bind_ephemeral(proto::Receiver* r) noexcept;
   /// Unbinds; on return no poll step is delivering to the endpoint that held the port.
   void unbind(uint16_t udp_port_be) noexcept;
@@ -165,6 +172,8 @@ class PortEngine final : public proto::Link {
   int64_t link_down_for_ns(int64_t now) noexcept;
   void lock_tx() noexcept;
   void unlock_tx() noexcept { tx_lock_.store(false, std::memory_order_release); }
+  int bind_demux(uint16_t udp_port_be, proto::Receiver* r) noexcept;
+  int bind_claimed(uint16_t udp_port_be, proto::Receiver* r, UniqueFd claim) noexcept;
 
   port::Port* port_;
   uint16_t port_id_;
@@ -183,6 +192,8 @@ class PortEngine final : public proto::Link {
   /// (port::Port::prefault_shared_memory), once per connection, before it receives.
   bool prefault_pending_ = false;
   bool memif_ = false;  // a net_memif port (set at construction)
+  /// An af_packet or af_xdp port: other processes may open the same interface (udp_claims.h).
+  bool shared_link_ = false;
   /// A restart failed (a memif client with no server): the port is stopped, and DPDK's bursts on
   /// a stopped port are a misuse (its stand-in burst dumps a stack trace). No burst until a
   /// restart succeeds. Written holding both RX ownership and the TX lock, read holding either.
@@ -200,6 +211,9 @@ class PortEngine final : public proto::Link {
   std::atomic<proto::Receiver*> receivers_[kMaxReceivers] = {};
   std::atomic<size_t> receivers_used_{0};  // slots ever used: the backlog pass scans only these
   EngineStats stats_;
+  UdpClaims claims_;
+  std::mutex claims_mutex_;                   // control path: bind, unbind
+  std::map<uint16_t, UniqueFd> held_claims_;  // by UDP port (network order), under the mutex
   // RX owner; null unless set_faults turned injection on (it swaps it holding the RX side).
   std::unique_ptr<FaultInjector> faults_;
   proto::GroupTable groups_;  // multicast memberships (join_group)

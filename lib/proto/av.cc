@@ -115,13 +115,15 @@ bool StaticResolver::failed(uint32_t ipv4_be) noexcept {
 AddressVector::RevTable::RevTable(size_t capacity)
     : mask(capacity - 1), slots(std::make_unique<std::atomic<uint64_t>[]>(capacity)) {}
 
-AddressVector::AddressVector(const Options& opts)
+AddressVector::AddressVector(const Options& opts, std::unique_ptr<SharedAvTable> shared)
     : type_(opts.type),
       async_(opts.async),
       resolver_(opts.resolver),
       resolve_timeout_ns_(std::max<int64_t>(opts.resolve_timeout_ms, 0) * 1'000'000),
       fid_(opts.fid),
       format_(opts.format),
+      shared_(std::move(shared)),
+      reader_(shared_ && !shared_->writable() ? shared_.get() : nullptr),
       chunks_(std::make_unique<std::atomic<Chunk*>[]>(kMaxChunks)) {
   const size_t hint = std::min(opts.count, kMaxRevHint);
   rev_tables_.push_back(
@@ -159,6 +161,19 @@ AddressVector::~AddressVector() {
 fi_addr_t AddressVector::reverse(uint32_t ipv4_be, uint16_t udp_port_be,
                                  uint16_t ep_id_be) const noexcept {
   if (ipv4_be == 0) return FI_ADDR_NOTAVAIL;  // never inserted (invalid)
+  const fi_addr_t found = probe(ipv4_be, udp_port_be, ep_id_be);
+  if (found != FI_ADDR_NOTAVAIL || !reader_) return found;
+  // A reader AV learns the writer's entries here, on a miss, when the table changed. The map is
+  // the AV's own cache of the table: filling it does not change the AV as the application sees it.
+  {
+    std::lock_guard lock(mutex_);
+    if (!const_cast<AddressVector*>(this)->sync_reverse_locked()) return FI_ADDR_NOTAVAIL;
+  }
+  return probe(ipv4_be, udp_port_be, ep_id_be);
+}
+
+fi_addr_t AddressVector::probe(uint32_t ipv4_be, uint16_t udp_port_be,
+                               uint16_t ep_id_be) const noexcept {
   const uint64_t key = rev_key(ipv4_be, udp_port_be, ep_id_be);
   // Acquire: pairs with the release store of a new table in rev_insert_locked(): its slots are
   // seen filled. A table that has been replaced meanwhile stays readable (never freed before the
@@ -183,12 +198,29 @@ fi_addr_t AddressVector::reverse(uint32_t ipv4_be, uint16_t udp_port_be,
   return FI_ADDR_NOTAVAIL;
 }
 
+bool AddressVector::sync_reverse_locked() noexcept {
+  const uint64_t gen = reader_->generation();
+  if (gen == synced_generation_) return false;
+  synced_generation_ = gen;
+  const uint64_t n = std::min<uint64_t>(reader_->next(), reader_->capacity());
+  for (fi_addr_t a = 0; a < n; ++a) {
+    const AvEntry* e = reader_->lookup(a);
+    // The same key again overwrites its slot with the same index: a rescan adds nothing twice.
+    // Entries removed since stay in the map until replaced: probe() checks each against lookup().
+    if (e) rev_insert_locked(rev_key(e->addr.ipv4_be, e->addr.udp_port_be, e->addr.ep_id_be), a);
+  }
+  return true;
+}
+
 // ---- control path: storage ---------------------------------------------------------------------
 
 int AddressVector::reserve_locked(size_t n, fi_addr_t* base) noexcept {
   *base = next_;
   if (n == 0) return FI_SUCCESS;
   if (n > kMaxEntries - next_) return -FI_ENOSPC;
+  // A shared table does not grow.
+  if (shared_ && n > shared_->capacity() - std::min<size_t>(next_, shared_->capacity()))
+    return -FI_ENOSPC;
   for (size_t c = next_ >> kChunkBits; c <= (next_ + n - 1) >> kChunkBits; ++c) {
     if (chunks_[c].load(std::memory_order_relaxed)) continue;
     auto* chunk = new (std::nothrow) Chunk();
@@ -197,6 +229,7 @@ int AddressVector::reserve_locked(size_t n, fi_addr_t* base) noexcept {
     chunks_[c].store(chunk, std::memory_order_release);
   }
   next_ += n;
+  if (shared_) shared_->set_next(next_);
   return FI_SUCCESS;
 }
 
@@ -207,6 +240,7 @@ void AddressVector::publish_locked(fi_addr_t index, const wire::Address& addr) n
   s.state.store(kValid, std::memory_order_release);
   ++valid_;
   rev_insert_locked(rev_key(addr.ipv4_be, addr.udp_port_be, addr.ep_id_be), index);
+  if (shared_) shared_->publish(index, addr);
 }
 
 void AddressVector::rev_insert_locked(uint64_t key, fi_addr_t index) noexcept {
@@ -221,7 +255,9 @@ void AddressVector::rev_insert_locked(uint64_t key, fi_addr_t index) noexcept {
       for (size_t i = 0; i <= t->mask; ++i) {
         const uint64_t w = t->slots[i].load(std::memory_order_relaxed);
         if (w == kRevEmpty || w == kRevTomb) continue;
-        size_t j = rev_hash(rev_key_at(rev_index(w))) & fresh->mask;
+        uint64_t k;
+        if (!rev_key_at(rev_index(w), &k)) continue;  // a reader's entry the writer removed
+        size_t j = rev_hash(k) & fresh->mask;
         while (fresh->slots[j].load(std::memory_order_relaxed) != kRevEmpty)
           j = (j + 1) & fresh->mask;
         fresh->slots[j].store(w, std::memory_order_relaxed);
@@ -246,7 +282,8 @@ void AddressVector::rev_insert_locked(uint64_t key, fi_addr_t index) noexcept {
   size_t i = hash & t->mask;
   for (;; i = (i + 1) & t->mask) {
     const uint64_t w = t->slots[i].load(std::memory_order_relaxed);
-    if (rev_tag_is(w, hash) && rev_key_at(rev_index(w)) == key) {
+    uint64_t k;
+    if (rev_tag_is(w, hash) && rev_key_at(rev_index(w), &k) && k == key) {
       // The same address again (undefined by fi_av(3)): the latest insertion wins.
       // Release: as below.
       t->slots[i].store(rev_word(hash, index), std::memory_order_release);
@@ -270,7 +307,8 @@ void AddressVector::rev_remove_locked(uint64_t key, fi_addr_t index) noexcept {
   for (size_t n = 0; n <= t->mask; ++n, i = (i + 1) & t->mask) {
     const uint64_t w = t->slots[i].load(std::memory_order_relaxed);
     if (w == kRevEmpty) return;
-    if (!rev_tag_is(w, hash) || rev_key_at(rev_index(w)) != key) continue;
+    uint64_t k;
+    if (!rev_tag_is(w, hash) || !rev_key_at(rev_index(w), &k) || k != key) continue;
     // A later insertion of the same address owns the slot: leave it.
     if (rev_index(w) != index) return;
     // Relaxed: a reader that still sees the old word checks the (now removed) entry and moves on.
@@ -290,11 +328,13 @@ void AddressVector::rev_remove_locked(uint64_t key, fi_addr_t index) noexcept {
 }
 
 size_t AddressVector::size() const noexcept {
+  if (reader_) return reader_->valid();
   std::lock_guard lock(mutex_);
   return valid_;
 }
 
 fi_addr_t AddressVector::next_index() const noexcept {
+  if (reader_) return reader_->next();
   std::lock_guard lock(mutex_);
   return next_;
 }
@@ -358,6 +398,7 @@ bool AddressVector::try_resolve(Item& item, bool give_up) noexcept {
 
 int AddressVector::insert_batch(std::vector<Candidate>& cands, fi_addr_t* out, uint64_t flags,
                                 void* context) noexcept {
+  if (reader_) return -FI_EOPNOTSUPP;  // opened with FI_READ
   if (flags & ~(FI_MORE | FI_SYNC_ERR)) return -FI_EBADFLAGS;
   event::Eq* eq = eq_.load(std::memory_order_acquire);
   if (async_ && !eq) return -FI_ENOEQ;
@@ -597,6 +638,7 @@ int AddressVector::insert_sym(const char* node, size_t nodecnt, const char* serv
 int AddressVector::remove(const fi_addr_t* fi_addr, size_t count, uint64_t flags) noexcept {
   if (flags) return -FI_EINVAL;  // "Flags are reserved for future use and must be 0."
   if (!fi_addr && count) return -FI_EINVAL;
+  if (reader_) return -FI_EOPNOTSUPP;  // opened with FI_READ
   std::lock_guard lock(mutex_);
   for (size_t i = 0; i < count; ++i) {
     const fi_addr_t a = fi_addr[i];
@@ -611,6 +653,7 @@ int AddressVector::remove(const fi_addr_t* fi_addr, size_t count, uint64_t flags
     --valid_;
     const wire::Address& a = s.entry.addr;
     rev_remove_locked(rev_key(a.ipv4_be, a.udp_port_be, a.ep_id_be), fi_addr[i]);
+    if (shared_) shared_->remove(fi_addr[i]);
   }
   return FI_SUCCESS;
 }

@@ -38,6 +38,12 @@
 // serialise on a mutex, except that a synchronous insertion waiting for address resolution does
 // not hold it.
 //
+// Named (shared) AVs. With a SharedAvTable (av_shared.h) given at construction, a writable table
+// mirrors every reservation, publication and removal of this AV, and the AV takes at most the
+// table's capacity of insertions (FI_ENOSPC beyond). A read-only table (FI_READ) makes a reader
+// AV: insertions and removals are -FI_EOPNOTSUPP, lookup() reads the table's entries (the writer's
+// fi_addr values), and reverse() refreshes its map from the table when the table changed.
+//
 // Address resolution. An address whose MAC is zero (fi_getinfo's dest_addr for node/service,
 // fi_av_insertsvc, fi_av_insertsym) needs the peer's MAC: the AV asks its Resolver (ARP in the
 // port layer). Synchronous AVs wait for it, bounded by Options::resolve_timeout_ms, polling the
@@ -62,6 +68,7 @@
 #include <vector>
 
 #include "event/eq.h"
+#include "proto/av_shared.h"
 #include "wire/address.h"
 
 namespace dpfab::proto {
@@ -141,8 +148,8 @@ class AddressVector {
     wire::AddrFormat format = wire::AddrFormat::kNative;
   };
 
-  /// May throw std::bad_alloc.
-  explicit AddressVector(const Options& opts);
+  /// May throw std::bad_alloc. `shared`: the table of a named AV (see the file comment).
+  explicit AddressVector(const Options& opts, std::unique_ptr<SharedAvTable> shared = nullptr);
   /// Asynchronous insertions still waiting for resolution are cancelled: each of their waiting
   /// addresses gets fi_addr FI_ADDR_NOTAVAIL and an FI_ECANCELED error entry, then the insertion
   /// its completion (fi_av(3): "Addresses that are not inserted because they were aborted will
@@ -161,12 +168,14 @@ class AddressVector {
     // Acquire: pairs with the release store of the chunk pointer in reserve_locked(), so the
     // chunk's slots are seen initialised.
     const Chunk* c = chunks_[a >> kChunkBits].load(std::memory_order_acquire);
-    if (!c) return nullptr;
-    const Slot& s = c->slots[a & (kChunkEntries - 1)];
-    // Acquire: pairs with the release store of kValid in publish_locked(): the address written
-    // before it is complete when we read it.
-    if (s.state.load(std::memory_order_acquire) != kValid) return nullptr;
-    return &s.entry;
+    if (c) {
+      const Slot& s = c->slots[a & (kChunkEntries - 1)];
+      // Acquire: pairs with the release store of kValid in publish_locked(): the address written
+      // before it is complete when we read it.
+      if (s.state.load(std::memory_order_acquire) == kValid) return &s.entry;
+    }
+    // A reader AV has no entries of its own: the writer's, in the shared table.
+    return reader_ ? reader_->lookup(a) : nullptr;
   }
 
   /// The fi_addr whose IPv4, UDP port and endpoint id (all network byte order) match, or
@@ -257,6 +266,8 @@ class AddressVector {
 
   AvType type() const noexcept { return type_; }
   bool async() const noexcept { return async_; }
+  /// The shared table of a named AV, or nullptr.
+  const SharedAvTable* shared() const noexcept { return shared_.get(); }
   Resolver* resolver() const noexcept { return resolver_; }
   /// Valid entries now.
   size_t size() const noexcept;
@@ -332,10 +343,25 @@ class AddressVector {
   void rev_insert_locked(uint64_t key, fi_addr_t index) noexcept;
   void rev_remove_locked(uint64_t key, fi_addr_t index) noexcept;
   // Under mutex_: the reverse key of the entry at `index` (reserved, so its chunk exists).
-  uint64_t rev_key_at(fi_addr_t index) const noexcept {
-    const wire::Address& a = slot(index).entry.addr;
-    return rev_key(a.ipv4_be, a.udp_port_be, a.ep_id_be);
+  // A reader AV's entries are the shared table's (no slots of its own): false when the writer
+  // removed that one since (its map slot is stale).
+  bool rev_key_at(fi_addr_t index, uint64_t* key) const noexcept {
+    const wire::Address* a;
+    if (reader_) {
+      const AvEntry* e = reader_->lookup(index);
+      if (!e) return false;
+      a = &e->addr;
+    } else {
+      a = &slot(index).entry.addr;  // reserved, so its chunk exists
+    }
+    *key = rev_key(a->ipv4_be, a->udp_port_be, a->ep_id_be);
+    return true;
   }
+  // A reader AV: adds the shared table's valid entries to the reverse map when the table changed
+  // since the last call. Returns whether it did.
+  bool sync_reverse_locked() noexcept;
+  // reverse() in the map as it is.
+  fi_addr_t probe(uint32_t ipv4_be, uint16_t udp_port_be, uint16_t ep_id_be) const noexcept;
   Slot& slot(fi_addr_t index) const noexcept {
     // Relaxed: under mutex_, which ordered the chunk's allocation (reserve_locked) before us.
     return chunks_[index >> kChunkBits]
@@ -356,6 +382,8 @@ class AddressVector {
   const int64_t resolve_timeout_ns_;
   const fid_t fid_;
   const wire::AddrFormat format_;
+  const std::unique_ptr<SharedAvTable> shared_;
+  const SharedAvTable* const reader_;  // shared_ when it is read-only, else nullptr
 
   // Data path reads these without a lock.
   std::unique_ptr<std::atomic<Chunk*>[]> chunks_;  // kMaxChunks pointers, set once each
@@ -364,6 +392,7 @@ class AddressVector {
   mutable std::mutex mutex_;  // the control mutex: everything below, and publishing
   fi_addr_t next_ = 0;
   size_t valid_ = 0;
+  uint64_t synced_generation_ = 0;  // reader: the table's generation the reverse map reflects
   std::vector<std::unique_ptr<RevTable>> rev_tables_;  // current one last; older ones retired
   std::atomic<event::Eq*> eq_{nullptr};                // set once by bind_eq
 

@@ -13,6 +13,9 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -173,9 +176,6 @@ TEST_F(AvTest, UnsupportedAttributesAreRejected) {
   fid_av* av = nullptr;
   fi_av_attr attr{};
   attr.type = FI_AV_TABLE;
-  attr.name = "shared";
-  EXPECT_EQ(fi_av_open(domain_, &attr, &av, nullptr), -FI_ENOSYS);
-  attr.name = nullptr;
   attr.rx_ctx_bits = 2;  // scalable endpoints only
   EXPECT_EQ(fi_av_open(domain_, &attr, &av, nullptr), -FI_EINVAL);
   attr.rx_ctx_bits = 0;
@@ -186,6 +186,133 @@ TEST_F(AvTest, UnsupportedAttributesAreRejected) {
   attr.flags = FI_SYMMETRIC;  // a hint
   ASSERT_EQ(fi_av_open(domain_, &attr, &av, nullptr), 0);
   avs_.push_back(av);
+}
+
+// ---- named (shared) AVs: FI_SHARED_AV ---------------------------------------------------------
+
+std::string unique_av_name(const char* what) {
+  return std::string("dpfab-test-") + what + "-" + std::to_string(getpid());
+}
+
+// "FI_READ: Opens an AV for read-only access. An AV opened for read-only access must be named
+// (name attribute specified), and the AV must exist."
+TEST_F(AvTest, ReadOnlyOpenOfANameNoOneCreatedFails) {
+  const std::string name = unique_av_name("absent");
+  fi_av_attr attr{};
+  attr.name = name.c_str();
+  attr.flags = FI_READ;
+  fid_av* av = nullptr;
+  EXPECT_EQ(fi_av_open(domain_, &attr, &av, nullptr), -FI_ENOENT);
+}
+
+TEST_F(AvTest, GetinfoOffersSharedAv) {
+  InfoPtr hints = dpdk_hints();
+  hints->caps = FI_MSG | FI_SHARED_AV;
+  hints->ep_attr->type = FI_EP_RDM;
+  InfoPtr info;
+  ASSERT_EQ(getinfo(hints.get(), &info), 0);
+  fi_info* fi = first_dpdk(info.get());
+  ASSERT_NE(fi, nullptr);
+  EXPECT_TRUE(fi->caps & FI_SHARED_AV);
+  // Asking for a domain capability does not drop the others: neither FI_LOCAL_COMM nor
+  // FI_REMOTE_COMM asked for means both.
+  EXPECT_EQ(fi->caps & (FI_LOCAL_COMM | FI_REMOTE_COMM), FI_LOCAL_COMM | FI_REMOTE_COMM);
+  EXPECT_TRUE(fi->domain_attr->caps & FI_SHARED_AV);
+}
+
+// "If name is non-NULL and map_addr is 0, then the map_addr used by the provider will be returned
+// through the attribute structure." "The only requirement is that an fi_addr_t returned as part of
+// an fi_av_insert call on one process is usable on another process which opens an AV of the same
+// name." Here the other process is a forked child (fabtests fi_rdm_shared_av forks too): it opens
+// the AV read-only after the parent inserted, reads the
+// fi_addr from map_addr, and finds the parent's address there; an insertion made after it opened
+// is seen too; it cannot insert.
+TEST_F(AvTest, NamedAvIsSharedWithAnotherProcess) {
+  const std::string name = unique_av_name("shared");
+  fi_av_attr attr{};
+  attr.type = FI_AV_MAP;
+  attr.name = name.c_str();
+  attr.count = 4;
+  fid_av* av = nullptr;
+  ASSERT_EQ(fi_av_open(domain_, &attr, &av, nullptr), 0);
+  avs_.push_back(av);
+  ASSERT_NE(attr.map_addr, nullptr);
+  const auto* map = static_cast<const fi_addr_t*>(attr.map_addr);
+  EXPECT_EQ(map[0], FI_ADDR_NOTAVAIL);
+  Address first = peer(1), second = peer(2);
+  fi_addr_t fa = FI_ADDR_NOTAVAIL;
+  ASSERT_EQ(fi_av_insert(av, &first, 1, &fa, 0, nullptr), 1);
+  EXPECT_EQ(map[0], fa);
+
+  int to_child[2], to_parent[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  ASSERT_EQ(pipe(to_parent), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // The child: exit codes name the check that failed. It opens the AV on its copy of the
+    // parent's domain (opening an AV touches no port; the EAL's threads are not in the child),
+    // and leaves without closing what it did not open (_exit).
+    auto child = [&]() -> int {
+      fi_av_attr ro{};
+      ro.type = FI_AV_MAP;
+      ro.name = name.c_str();
+      ro.flags = FI_READ;
+      fid_av* rav = nullptr;
+      if (fi_av_open(domain_, &ro, &rav, nullptr) != 0 || !ro.map_addr) return 12;
+      const fi_addr_t shared_fa = static_cast<const fi_addr_t*>(ro.map_addr)[0];
+      if (shared_fa != fa) return 13;
+      Address got{};
+      size_t len = sizeof(got);
+      if (fi_av_lookup(rav, shared_fa, &got, &len) != 0 || std::memcmp(&got, &first, 16) != 0)
+        return 14;
+      if (fi_av_insert(rav, &second, 1, nullptr, 0, nullptr) != -FI_EOPNOTSUPP) return 15;
+      if (fi_av_remove(rav, const_cast<fi_addr_t*>(&shared_fa), 1, 0) != -FI_EOPNOTSUPP) return 16;
+      char c = 1;
+      if (write(to_parent[1], &c, 1) != 1 || read(to_child[0], &c, 1) != 1) return 17;
+      // The parent inserted `second` meanwhile.
+      const fi_addr_t fb = static_cast<const fi_addr_t*>(ro.map_addr)[1];
+      len = sizeof(got);
+      if (fb == FI_ADDR_NOTAVAIL || fi_av_lookup(rav, fb, &got, &len) != 0 ||
+          std::memcmp(&got, &second, 16) != 0)
+        return 18;
+      // ...and removed `first`.
+      len = sizeof(got);
+      if (fi_av_lookup(rav, shared_fa, &got, &len) != -FI_EINVAL) return 19;
+      if (fi_close(&rav->fid)) return 20;
+      return 0;
+    };
+    _exit(child());
+  }
+  char c = 0;
+  ASSERT_EQ(read(to_parent[0], &c, 1), 1);
+  fi_addr_t fb = FI_ADDR_NOTAVAIL;
+  EXPECT_EQ(fi_av_insert(av, &second, 1, &fb, 0, nullptr), 1);
+  EXPECT_EQ(map[1], fb);
+  EXPECT_EQ(fi_av_remove(av, &fa, 1, 0), 0);
+  ASSERT_EQ(write(to_child[1], &c, 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's failed check (see the test)";
+  for (int fd : {to_child[0], to_child[1], to_parent[0], to_parent[1]}) close(fd);
+}
+
+// A shared AV does not grow: its count is its room.
+TEST_F(AvTest, NamedAvTakesCountAddresses) {
+  const std::string name = unique_av_name("count");
+  fi_av_attr attr{};
+  attr.type = FI_AV_TABLE;
+  attr.name = name.c_str();
+  attr.count = 2;
+  fid_av* av = nullptr;
+  ASSERT_EQ(fi_av_open(domain_, &attr, &av, nullptr), 0);
+  avs_.push_back(av);
+  Address addrs[3] = {peer(1), peer(2), peer(3)};
+  int errs[3] = {};
+  EXPECT_EQ(fi_av_insert(av, addrs, 2, nullptr, 0, nullptr), 2);
+  EXPECT_EQ(fi_av_insert(av, &addrs[2], 1, nullptr, FI_SYNC_ERR, errs), 0);
+  EXPECT_EQ(errs[0], FI_ENOSPC);
 }
 
 TEST_F(AvTest, DomainIsBusyWhileAnAvIsOpen) {

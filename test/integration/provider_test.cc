@@ -118,6 +118,25 @@ TEST(Getinfo, NativeRdmFirstAndNoRxdLayer) {
     EXPECT_STRNE(e->fabric_attr->prov_name, "dpdk;ofi_rxd") << e->fabric_attr->prov_name;
 }
 
+// ofi_rxd's probe (caps FI_MSG, mode FI_LOCAL_MR | FI_CONTEXT | FI_MSG_PREFIX, DGRAM) is answered
+// with nothing; an application that accepts every mode bit (fabtests fi_av_test: mode ~0) is
+// answered with our DGRAM entries.
+TEST(Getinfo, OnlyTheRxdProbeItselfGetsNothing) {
+  auto probe = dpdk_hints();
+  probe->caps = FI_MSG;
+  probe->mode = FI_LOCAL_MR | FI_CONTEXT | FI_MSG_PREFIX;
+  InfoPtr info;
+  EXPECT_EQ(getinfo(probe.get(), &info), -FI_ENODATA);
+  auto any_mode = dpdk_hints();
+  any_mode->mode = ~0ull;
+  any_mode->domain_attr->mode = ~0ull;
+  any_mode->domain_attr->mr_mode = ~(FI_MR_BASIC | FI_MR_SCALABLE);
+  any_mode->addr_format = FI_SOCKADDR;
+  ASSERT_EQ(getinfo(any_mode.get(), &info), 0);
+  ASSERT_TRUE(has_dpdk_entry(info.get()));
+  EXPECT_EQ(info->ep_attr->type, FI_EP_DGRAM);
+}
+
 TEST(Getinfo, HonoursCapsAndMode) {
   for (auto [caps, ok] : {std::pair<uint64_t, bool>{FI_MSG, true},
                           {FI_MSG | FI_SEND, true},

@@ -9,6 +9,8 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <rdma/fi_errno.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -973,5 +975,154 @@ TEST(AvMulticast, InsertsvcOfAGroupNeedsNoResolver) {
   EXPECT_EQ(e->addr.udp_port_be, htons(5353));
 }
 
+// ---- named (shared) AVs: av_shared.h -----------------------------------------------------------
+
+std::string shared_name(const char* what) {
+  return std::string("dpfab-unit-") + what + "-" + std::to_string(getpid());
+}
+
+// A writer AV and a reader AV on one table: the reader's fi_addr values are the writer's.
+struct SharedPair {
+  explicit SharedPair(const char* what, size_t capacity = 8) {
+    auto w = SharedAvTable::create(shared_name(what), capacity);
+    EXPECT_TRUE(w.ok());
+    writer = std::make_unique<AddressVector>(options(AvType::kMap), std::move(w.value()));
+    auto r = SharedAvTable::open(shared_name(what));
+    EXPECT_TRUE(r.ok());
+    reader = std::make_unique<AddressVector>(options(AvType::kMap), std::move(r.value()));
+  }
+  std::unique_ptr<AddressVector> writer, reader;
+};
+
+TEST(AvShared, ReaderFindsTheWritersAddressesAtTheirFiAddrs) {
+  SharedPair p("find");
+  Address addrs[3] = {addr_of(1), addr_of(2), addr_of(3)};
+  addrs[1].ipv4_be = 0;  // fails: leaves index 1 unused
+  fi_addr_t fa[3];
+  ASSERT_EQ(p.writer->insert(addrs, 3, fa, 0, nullptr), 2);
+  const fi_addr_t* map = p.reader->shared()->map();
+  EXPECT_EQ(map[0], fa[0]);
+  EXPECT_EQ(map[1], FI_ADDR_NOTAVAIL);
+  EXPECT_EQ(map[2], fa[2]);
+  ASSERT_NE(p.reader->lookup(fa[0]), nullptr);
+  EXPECT_TRUE(is_addr_of(p.reader->lookup(fa[0])->addr, 1));
+  EXPECT_EQ(p.reader->lookup(1), nullptr);
+  EXPECT_TRUE(is_addr_of(p.reader->lookup(fa[2])->addr, 3));
+  EXPECT_EQ(p.reader->size(), 2u);
+  EXPECT_EQ(p.reader->next_index(), 3u);
+  const Address& a3 = addrs[2];
+  EXPECT_EQ(p.reader->reverse(a3.ipv4_be, a3.udp_port_be, a3.ep_id_be), fa[2]);
+}
+
+TEST(AvShared, ReaderSeesInsertionsAndRemovalsMadeAfterItOpened) {
+  SharedPair p("later");
+  const Address a = addr_of(7);
+  EXPECT_EQ(p.reader->reverse(a.ipv4_be, a.udp_port_be, a.ep_id_be), FI_ADDR_NOTAVAIL);
+  fi_addr_t fa;
+  ASSERT_EQ(p.writer->insert(&a, 1, &fa, 0, nullptr), 1);
+  ASSERT_NE(p.reader->lookup(fa), nullptr);
+  EXPECT_EQ(p.reader->reverse(a.ipv4_be, a.udp_port_be, a.ep_id_be), fa);
+  ASSERT_EQ(p.writer->remove(&fa, 1, 0), FI_SUCCESS);
+  EXPECT_EQ(p.reader->lookup(fa), nullptr);
+  EXPECT_EQ(p.reader->reverse(a.ipv4_be, a.udp_port_be, a.ep_id_be), FI_ADDR_NOTAVAIL);
+}
+
+// A reader's reverse map holds indices into the shared table (it has no slots of its own): it
+// must grow (rehash) and re-learn the table after removals from those entries, without touching
+// local storage that a reader does not have.
+TEST(AvShared, ReaderReverseMapGrowsAndSurvivesRemovals) {
+  constexpr uint32_t kN = 300;  // several doublings of the reverse map (64 slots at first)
+  SharedPair p("grow", kN);
+  std::vector<Address> addrs;
+  for (uint32_t i = 0; i < kN; ++i) addrs.push_back(addr_of(1000 + i));
+  std::vector<fi_addr_t> fa(kN);
+  ASSERT_EQ(p.writer->insert(addrs.data(), kN / 2, fa.data(), 0, nullptr),
+            static_cast<int>(kN / 2));
+  const Address& first = addrs[0];
+  EXPECT_EQ(p.reader->reverse(first.ipv4_be, first.udp_port_be, first.ep_id_be), fa[0]);
+  // Some go, more come: the reader's next sync rescans a table with holes and grows its map.
+  ASSERT_EQ(p.writer->remove(fa.data(), 20, 0), FI_SUCCESS);
+  ASSERT_EQ(p.writer->insert(addrs.data() + kN / 2, kN / 2, fa.data() + kN / 2, 0, nullptr),
+            static_cast<int>(kN / 2));
+  const Address& last = addrs[kN - 1];
+  EXPECT_EQ(p.reader->reverse(last.ipv4_be, last.udp_port_be, last.ep_id_be), fa[kN - 1]);
+  for (uint32_t i = 0; i < kN; ++i) {
+    const Address& a = addrs[i];
+    EXPECT_EQ(p.reader->reverse(a.ipv4_be, a.udp_port_be, a.ep_id_be),
+              i < 20 ? FI_ADDR_NOTAVAIL : fa[i])
+        << i;
+  }
+}
+
+TEST(AvShared, ReaderCannotInsertOrRemove) {
+  SharedPair p("ro");
+  const Address a = addr_of(1);
+  fi_addr_t fa;
+  ASSERT_EQ(p.writer->insert(&a, 1, &fa, 0, nullptr), 1);
+  EXPECT_EQ(p.reader->insert(&a, 1, nullptr, 0, nullptr), -FI_EOPNOTSUPP);
+  EXPECT_EQ(p.reader->insert_svc("10.0.0.1", "9228", nullptr, 0, nullptr), -FI_EOPNOTSUPP);
+  EXPECT_EQ(p.reader->remove(&fa, 1, 0), -FI_EOPNOTSUPP);
+  EXPECT_NE(p.reader->lookup(fa), nullptr);
+}
+
+TEST(AvShared, CapacityIsTheLimitOfInsertions) {
+  SharedPair p("cap", 2);
+  Address addrs[3] = {addr_of(1), addr_of(2), addr_of(3)};
+  fi_addr_t fa[3];
+  int errs[3] = {};
+  EXPECT_EQ(p.writer->insert(addrs, 3, fa, FI_SYNC_ERR, errs), 0);
+  EXPECT_EQ(errs[0], FI_ENOSPC);
+  EXPECT_EQ(p.writer->insert(addrs, 2, fa, 0, nullptr), 2);
+  EXPECT_EQ(p.writer->insert(&addrs[2], 1, fa, 0, nullptr), 0);
+}
+
+TEST(AvShared, OpeningANameNoOneCreatedFailsWithEnoent) {
+  auto r = SharedAvTable::open(shared_name("absent"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), -FI_ENOENT);
+  EXPECT_EQ(SharedAvTable::create("", 1).code(), -FI_EINVAL);
+  EXPECT_EQ(SharedAvTable::create("x", SharedAvTable::kMaxCapacity + 1).code(), -FI_EINVAL);
+}
+
+TEST(AvShared, TheWriterRemovesTheNameWhenItCloses) {
+  const std::string name = shared_name("close");
+  {
+    auto w = SharedAvTable::create(name, 4);
+    ASSERT_TRUE(w.ok());
+    auto r = SharedAvTable::open(name);
+    ASSERT_TRUE(r.ok());
+  }
+  EXPECT_EQ(SharedAvTable::open(name).code(), -FI_ENOENT);
+}
+
+// Another process (a forked child) maps the table and reads what this one inserts.
+TEST(AvShared, AnotherProcessReadsTheTable) {
+  const std::string name = shared_name("fork");
+  auto w = SharedAvTable::create(name, 8);
+  ASSERT_TRUE(w.ok());
+  AddressVector writer(options(AvType::kTable), std::move(w.value()));
+  int go[2];
+  ASSERT_EQ(pipe(go), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto r = SharedAvTable::open(name);
+    char c;
+    if (!r.ok() || read(go[0], &c, 1) != 1) _exit(1);
+    const AvEntry* e = r.value()->lookup(r.value()->map()[0]);
+    _exit(e && is_addr_of(e->addr, 5) ? 0 : 2);
+  }
+  const Address a = addr_of(5);
+  EXPECT_EQ(writer.insert(&a, 1, nullptr, 0, nullptr), 1);
+  char c = 1;
+  ASSERT_EQ(write(go[1], &c, 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  close(go[0]);
+  close(go[1]);
+}
+
 }  // namespace
+
 }  // namespace dpfab::proto
