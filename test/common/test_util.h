@@ -15,14 +15,16 @@
 #include <mutex>
 #include <thread>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define DPFAB_TEST_ASAN 1
+// Under AddressSanitizer or ThreadSanitizer malloc is the sanitizer's own (mallinfo2 sees none
+// of it).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define DPFAB_TEST_SANITIZER_MALLOC 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define DPFAB_TEST_ASAN 1
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define DPFAB_TEST_SANITIZER_MALLOC 1
 #endif
 #endif
-#if DPFAB_TEST_ASAN
+#if DPFAB_TEST_SANITIZER_MALLOC
 // The sanitizer runtime's allocator statistics (sanitizer/allocator_interface.h, which GCC does
 // not install).
 extern "C" size_t __sanitizer_get_current_allocated_bytes();
@@ -35,10 +37,10 @@ namespace dpfab::test {
 /// unlike RSS, which moves by pages, counts pages other code touches meanwhile, and keeps what
 /// was freed but not returned; it does not see memory mapped outside malloc (DPDK's heap and
 /// mempools), which per-peer and AV state does not use.
-/// Under AddressSanitizer malloc is ASan's own, which mallinfo2 does not see: its count of the
+/// Under a sanitizer malloc is the sanitizer's, which mallinfo2 does not see: its count of the
 /// bytes allocated and not freed is used instead.
 inline size_t heap_bytes() {
-#if DPFAB_TEST_ASAN
+#if DPFAB_TEST_SANITIZER_MALLOC
   return __sanitizer_get_current_allocated_bytes();
 #else
   const struct mallinfo2 m = mallinfo2();
