@@ -32,6 +32,8 @@ if [ $# -eq 0 ] || [ "${DPFAB_TSAN:-}" = 1 ]; then
     logs+=(build-tsan/meson-logs/testlog.json)
   else
     echo "TSan build failed"; rc=1
+    echo '{"name": "tsan-build", "result": "FAIL"}' >build/tsan-build-result.json
+    logs+=(build/tsan-build-result.json)
   fi
 fi
 
@@ -58,6 +60,8 @@ if { [ $# -eq 0 ] && [ "${DPFAB_ASAN:-1}" != 0 ]; } || [ "${DPFAB_ASAN:-}" = 1 ]
     logs+=(build-asan/meson-logs/testlog.json)
   else
     echo "ASan build failed"; rc=1
+    echo '{"name": "asan-build", "result": "FAIL"}' >build/asan-build-result.json
+    logs+=(build/asan-build-result.json)
   fi
 fi
 

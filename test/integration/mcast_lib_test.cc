@@ -134,7 +134,7 @@ TEST(McastLib, FramesHeldByEveryMemberAllReturnToTheMempool) {
     for (Member* m : {&m1, &m2, &m3}) ASSERT_EQ(engine()->join_group(g, p, m->ep.get()), 0);
     // No receive posted: each member holds every frame back (its own mbuf reference).
     for (int i = 0; i < kFrames; ++i) {
-      char payload[16];
+      char payload[24];
       std::snprintf(payload, sizeof(payload), "frame %d", i);
       iovec iov{payload, std::strlen(payload) + 1};
       ASSERT_EQ(sender.ep->send(&iov, 1, group_dest(g, p), nullptr, 0, false, 0, false), 0);
@@ -156,7 +156,7 @@ TEST(McastLib, FramesHeldByEveryMemberAllReturnToTheMempool) {
     ASSERT_TRUE(progress_until([&] {
       fi_cq_data_entry e;
       while (m1.cq->read(&e, 1, nullptr) == 1) {
-        char want[16];
+        char want[24];
         std::snprintf(want, sizeof(want), "frame %d", got);
         EXPECT_STREQ(static_cast<const char*>(e.buf), want);
         ++got;
