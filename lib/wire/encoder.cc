@@ -96,13 +96,12 @@ int encode_mbuf(rte_mbuf* m, const Route& route, const Header& h, uint16_t ip_id
   }
   m->ol_flags = ol;
   if (!caps.ipv4) store_cksum(p + kIpv4Offset + 10, rte_ipv4_cksum(ip));
+  // udp_none: no checksum, write_headers left the field 0.
   if (caps.udp)
     store_cksum(p + kUdpOffset + 6, rte_ipv4_phdr_cksum(ip, ol));
-  else if (caps.udp_none)
-    return 0;  // write_headers left it 0
-  else if (m->next == nullptr)
+  else if (!caps.udp_none && m->next == nullptr)
     store_cksum(p + kUdpOffset + 6, rte_ipv4_udptcp_cksum(ip, p + kUdpOffset));
-  else
+  else if (!caps.udp_none)
     store_cksum(p + kUdpOffset + 6, ipv4_udp_cksum_mbuf(m, ip, kUdpOffset));
   return 0;
 }

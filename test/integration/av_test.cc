@@ -74,14 +74,18 @@ class AvTest : public ::testing::Test {
   }
 
   // Opens an AV that TearDown closes.
-  fid_av* open_av(fi_av_type type, uint64_t flags = 0, size_t count = 32) {
+  /// `name`: a named (shared) AV; its map_addr goes to *map_addr when given.
+  fid_av* open_av(fi_av_type type, uint64_t flags = 0, size_t count = 32,
+                  const char* name = nullptr, void** map_addr = nullptr) {
     fi_av_attr attr{};
     attr.type = type;
     attr.count = count;
     attr.flags = flags;
+    attr.name = name;
     fid_av* av = nullptr;
     EXPECT_EQ(fi_av_open(domain_, &attr, &av, &context_), 0);
     if (av) avs_.push_back(av);
+    if (map_addr) *map_addr = attr.map_addr;
     return av;
   }
 
@@ -229,15 +233,11 @@ TEST_F(AvTest, GetinfoOffersSharedAv) {
 // is seen too; it cannot insert.
 TEST_F(AvTest, NamedAvIsSharedWithAnotherProcess) {
   const std::string name = unique_av_name("shared");
-  fi_av_attr attr{};
-  attr.type = FI_AV_MAP;
-  attr.name = name.c_str();
-  attr.count = 4;
-  fid_av* av = nullptr;
-  ASSERT_EQ(fi_av_open(domain_, &attr, &av, nullptr), 0);
-  avs_.push_back(av);
-  ASSERT_NE(attr.map_addr, nullptr);
-  const auto* map = static_cast<const fi_addr_t*>(attr.map_addr);
+  void* map_addr = nullptr;
+  fid_av* av = open_av(FI_AV_MAP, 0, 4, name.c_str(), &map_addr);
+  ASSERT_NE(av, nullptr);
+  ASSERT_NE(map_addr, nullptr);
+  const auto* map = static_cast<const fi_addr_t*>(map_addr);
   EXPECT_EQ(map[0], FI_ADDR_NOTAVAIL);
   Address first = peer(1), second = peer(2);
   fi_addr_t fa = FI_ADDR_NOTAVAIL;
@@ -301,13 +301,8 @@ TEST_F(AvTest, NamedAvIsSharedWithAnotherProcess) {
 // A shared AV does not grow: its count is its room.
 TEST_F(AvTest, NamedAvTakesCountAddresses) {
   const std::string name = unique_av_name("count");
-  fi_av_attr attr{};
-  attr.type = FI_AV_TABLE;
-  attr.name = name.c_str();
-  attr.count = 2;
-  fid_av* av = nullptr;
-  ASSERT_EQ(fi_av_open(domain_, &attr, &av, nullptr), 0);
-  avs_.push_back(av);
+  fid_av* av = open_av(FI_AV_TABLE, 0, 2, name.c_str());
+  ASSERT_NE(av, nullptr);
   Address addrs[3] = {peer(1), peer(2), peer(3)};
   int errs[3] = {};
   EXPECT_EQ(fi_av_insert(av, addrs, 2, nullptr, 0, nullptr), 2);
