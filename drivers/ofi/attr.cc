@@ -66,8 +66,10 @@ void fill(fi_info* out, const config::Config& cfg, const std::string& domain_nam
   // may complete after later eager ones.
   out->tx_attr->msg_order = rdm ? FI_ORDER_SAS : 0;
   out->tx_attr->comp_order = FI_ORDER_NONE;
-  // RDM: one frame's data (fi_inject copies it; the protocol keeps the copy until acked).
-  out->tx_attr->inject_size = rdm ? payload - wire::kRdmHeaderLen : payload;
+  // RDM: one frame's data (fi_inject copies it; the protocol keeps the copy until acked, in
+  // tx_attr->size slots of this size), at most a standard frame's on a jumbo port.
+  out->tx_attr->inject_size =
+      rdm ? std::min(payload, wire::max_payload(kDefaultMtu)) - wire::kRdmHeaderLen : payload;
   out->tx_attr->size = cfg.tx_depth;
   out->tx_attr->iov_limit = rdm ? 1 : 4;
   out->tx_attr->rma_iov_limit = 0;

@@ -25,6 +25,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -282,8 +283,61 @@ void remove_stale_memif_socket(const std::string& path) {
 // Creates a vdev. memif gets two conveniences: role=auto (above), and a random locally
 // administered MAC when none is given, so two processes on one box do not share memif's fixed
 // default MAC.
-Result<std::string> create_vdev(const std::string& spec, UniqueFd* role_lock) {
+// The MTU a port spec asks for with dpfab's own `mtu=` key, which create_vdev takes out of the
+// devargs before DPDK sees them. 0: none given. Created memif ports default to kMemifMtu: memif
+// has no MTU of its own (DPDK 22.11's memif reports max_rx_pktlen 1518 but carries a frame of any
+// size, chained over its buffers, and its receive chains mbufs as needed), and frames of 9000
+// bytes take a sixth of the packets, acks and ring work that 1500 does for the same bytes.
+constexpr uint16_t kMemifMtu = 9000;
+constexpr uint16_t kMinMtu = 576;  // IPv4's minimum datagram a host must accept (RFC 791)
+Result<uint16_t> spec_mtu(const std::string& name, const std::string& args) {
+  const std::string v = get_arg(args, "mtu");
+  if (v.empty()) return name.rfind("net_memif", 0) == 0 ? kMemifMtu : uint16_t{0};
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long mtu = std::strtoul(v.c_str(), &end, 10);
+  if (errno || *end || v[0] == '-' || mtu < kMinMtu || mtu > 9600)
+    return make_error(-FI_EINVAL, "port '" + name + "': mtu=" + v + ": not a number from " +
+                                      std::to_string(kMinMtu) + " to 9600");
+  if (name.rfind("net_memif", 0) != 0)
+    return make_error(-FI_EINVAL, "port '" + name +
+                                      "': mtu= is for memif ports; on other devices set the "
+                                      "MTU of the device itself (ip link set ... mtu)");
+  return static_cast<uint16_t>(mtu);
+}
+
+std::string remove_arg(const std::string& args, const std::string& key) {
+  std::string out;
+  for (const auto& kv : str::split(args, ','))
+    if (kv.substr(0, kv.find('=')) != key) out += (out.empty() ? "" : ",") + kv;
+  return out;
+}
+
+// `mtu`: spec_mtu's (0 for none).
+Result<std::string> create_vdev(const std::string& spec, uint16_t mtu, UniqueFd* role_lock) {
   auto [name, args] = split_spec(spec);
+  args = remove_arg(args, "mtu");  // dpfab's own (spec_mtu)
+  if (name.rfind("net_memif", 0) == 0 && mtu) {
+    // Each frame in one memif buffer: DPDK 22.11's memif mishandles frames chained over several
+    // descriptors. Its transmit never clears the "next" flag of a packet's first descriptor, and
+    // its receive follows that flag past the last descriptor the sender published, wrapping its
+    // slot count: one stale flag replays the whole ring as millions of duplicates (seen: RDM over
+    // 9000-byte frames in 2048-byte buffers declared its peer unreachable). The client's bsize
+    // sizes the buffers of both directions; ring bytes are kept near memif's default (1024 x 2 KiB)
+    // by halving the ring when the buffers are larger.
+    const unsigned frame = RTE_ALIGN_CEIL(mtu + RTE_ETHER_HDR_LEN + RTE_VLAN_HLEN, 128u);
+    const std::string bsize = get_arg(args, "bsize");
+    if (bsize.empty()) {
+      args = set_arg(args, "bsize", std::to_string(std::max(frame, 2048u)));
+      if (frame > 2048 && get_arg(args, "rsize").empty()) args = set_arg(args, "rsize", "9");
+    } else if (std::strtoul(bsize.c_str(), nullptr, 10) <
+               unsigned{mtu} + RTE_ETHER_HDR_LEN + RTE_VLAN_HLEN) {
+      return make_error(-FI_EINVAL, "port '" + spec + "': bsize=" + bsize +
+                                        " cannot hold a frame of mtu=" + std::to_string(mtu) +
+                                        " (DPDK's memif mishandles frames over several buffers): "
+                                        "give a larger bsize or a smaller mtu");
+    }
+  }
   if (name.rfind("net_memif", 0) == 0) {
     if (get_arg(args, "mac").empty()) {
       std::random_device rd;
@@ -342,15 +396,16 @@ std::string start_failure_cause(const std::string& name, const std::string& args
 // The port's mempool. Without hugepages nothing DMAs from these mbufs (virtual devices copy), so
 // objects may straddle 4 KiB pages: about 2.3 KiB per mbuf instead of a whole page each (measured:
 // 4095 mbufs cost 16 MiB resident the default way). With hugepages, the default pool.
-rte_mempool* make_pool(const char* name, unsigned n, unsigned cache, int socket) {
-  if (rte_eal_has_hugepages())
-    return rte_pktmbuf_pool_create(name, n, cache, 0, RTE_MBUF_DEFAULT_BUF_SIZE, socket);
+// `buf_size` is each mbuf's buffer (headroom + data room): RTE_MBUF_DEFAULT_BUF_SIZE, or more for
+// a jumbo MTU, so that a frame we send or receive stays one segment.
+rte_mempool* make_pool(const char* name, unsigned n, unsigned cache, int socket,
+                       uint16_t buf_size) {
+  if (rte_eal_has_hugepages()) return rte_pktmbuf_pool_create(name, n, cache, 0, buf_size, socket);
   rte_pktmbuf_pool_private priv{};
-  priv.mbuf_data_room_size = RTE_MBUF_DEFAULT_BUF_SIZE;
+  priv.mbuf_data_room_size = buf_size;
   priv.mbuf_priv_size = 0;
-  rte_mempool* mp =
-      rte_mempool_create_empty(name, n, sizeof(rte_mbuf) + RTE_MBUF_DEFAULT_BUF_SIZE, cache,
-                               sizeof(priv), socket, RTE_MEMPOOL_F_NO_IOVA_CONTIG);
+  rte_mempool* mp = rte_mempool_create_empty(name, n, sizeof(rte_mbuf) + buf_size, cache,
+                                             sizeof(priv), socket, RTE_MEMPOOL_F_NO_IOVA_CONTIG);
   if (!mp) return nullptr;
   if (rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), nullptr) != 0) {
     rte_mempool_free(mp);
@@ -670,6 +725,7 @@ Result<std::unique_ptr<Port>> Port::open(const std::string& spec,
   in.spec = spec;
   auto [name, args] = split_spec(spec);
   uint16_t port_id = 0;
+  uint16_t jumbo_mtu = 0;  // a created memif port's MTU (spec_mtu); 0: the device's own
 
   if (eal::is_pci_address(spec)) {
     // PCI devices are probed by EAL (-a <addr>); find the port it made.
@@ -681,7 +737,10 @@ Result<std::unique_ptr<Port>> Port::open(const std::string& spec,
     // The application (which owns EAL) created it already: use it as it is.
     DPFAB_INFO(FI_LOG_CORE, "port %s exists already: using it", name.c_str());
   } else {
-    auto made = create_vdev(spec, &p->role_lock_);
+    auto mtu = spec_mtu(name, args);
+    if (!mtu) return mtu.error();
+    jumbo_mtu = mtu.value();
+    auto made = create_vdev(spec, jumbo_mtu, &p->role_lock_);
     if (!made) return made.error();
     in.spec = *made;
     in.created = true;
@@ -720,7 +779,11 @@ Result<std::unique_ptr<Port>> Port::open(const std::string& spec,
     char pool_name[RTE_MEMPOOL_NAMESIZE];
     std::snprintf(pool_name, sizeof(pool_name), "dpfab_mp_%u", port_id);
     unsigned cache = std::min<unsigned>(RTE_MEMPOOL_CACHE_MAX_SIZE, cfg.mbufs / 8);
-    p->pool_ = make_pool(pool_name, cfg.mbufs, cache, in.socket_id);
+    // One mbuf holds a whole frame of the MTU (and an 802.1Q tag): no chains on our side.
+    const unsigned frame = jumbo_mtu + RTE_ETHER_HDR_LEN + RTE_VLAN_HLEN;
+    const auto buf_size = static_cast<uint16_t>(std::max<unsigned>(
+        RTE_MBUF_DEFAULT_BUF_SIZE, RTE_PKTMBUF_HEADROOM + RTE_ALIGN_CEIL(frame, 64)));
+    p->pool_ = make_pool(pool_name, cfg.mbufs, cache, in.socket_id, buf_size);
     if (!p->pool_)
       return make_error(
           -FI_ENOMEM, "port '" + name + "': cannot allocate " + std::to_string(cfg.mbufs) +
@@ -759,6 +822,7 @@ Result<std::unique_ptr<Port>> Port::open(const std::string& spec,
     p->refresh_link();
   }
   rte_eth_dev_get_mtu(port_id, &in.mtu);
+  if (jumbo_mtu) in.mtu = jumbo_mtu;  // memif: ours to choose (spec_mtu), not ethdev's 1500
   if (ipv4) {
     in.ipv4 = ipv4->addr;
     in.ipv4_prefix = ipv4->prefix_len;

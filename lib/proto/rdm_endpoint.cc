@@ -6,6 +6,8 @@
 #include <time.h>
 
 #include <cstring>
+#include <memory>
+#include <new>
 
 #include "common/counter.h"
 #include "common/log.h"
@@ -173,16 +175,23 @@ bool RdmEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
   }
   bump(stats_.rx_frames);
   std::span<const uint8_t> payload;
-  uint8_t copy[RTE_MBUF_DEFAULT_DATAROOM];
   if (f.payload) {
     payload = {f.payload, f.payload_len};
-  } else {  // spans segments: a jumbo frame, or a PMD that chains
-    if (f.payload_len > sizeof(copy)) {
+  } else {  // spans segments: a frame larger than our mbufs (a peer with a larger MTU)
+    // deliver() runs on whichever thread progresses the port: a buffer per thread, made on the
+    // first such frame, that any payload fits (decode bounds payload_len by the IPv4 length).
+    thread_local std::unique_ptr<uint8_t[]> copy;
+    if (f.payload_len > wire::kMaxPayload) {
+      bump(stats_.rx_rejected);
+      return false;
+    }
+    if (!copy) copy.reset(new (std::nothrow) uint8_t[wire::kMaxPayload]);
+    if (!copy) {
       bump(stats_.rx_rejected);
       return false;
     }
     bump(stats_.rx_segmented);
-    const void* p = rte_pktmbuf_read(m, f.payload_offset, f.payload_len, copy);
+    const void* p = rte_pktmbuf_read(m, f.payload_offset, f.payload_len, copy.get());
     if (!p) return false;
     payload = {static_cast<const uint8_t*>(p), f.payload_len};
   }

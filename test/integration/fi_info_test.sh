@@ -58,5 +58,31 @@ FI_DPDK_PORTS=net_nosuchpmd0 stock timeout 60 fi_info -p dpdk >"$out" 2>"$err"; 
 check "unknown vdev: no infos, no crash (rc=$rc)" test "$rc" -ne 0 -a "$rc" -lt 128
 check "unknown vdev: message names the port" grep -q "net_nosuchpmd0" "$err"
 
+# memif MTU (dpfab's own mtu= key): jumbo frames by default, each in one memif buffer.
+sock=/tmp/dpfab-fi-info-mtu-$$.sock
+memif="net_memif0,role=auto,socket-abstract=no,socket=$sock"
+max_msg() {  # max_msg <ep type> <ports>: the first max_msg_size fi_info shows, or nothing
+  FI_DPDK_PORTS=$2 stock timeout 60 fi_info -p dpdk -t "$1" -v 2>"$err" |
+    awk '/max_msg_size:/ { print $2; exit }'
+}
+check "memif default MTU 9000: DGRAM max_msg_size 8940" test "$(max_msg FI_EP_DGRAM "$memif")" = 8940
+check "memif mtu=1500: DGRAM max_msg_size 1440" test "$(max_msg FI_EP_DGRAM "$memif,mtu=1500")" = 1440
+check "memif mtu=4000: DGRAM max_msg_size 3940" test "$(max_msg FI_EP_DGRAM "$memif,mtu=4000")" = 3940
+FI_DPDK_PORTS="$memif,mtu=9000" stock timeout 60 fi_info -p dpdk -t FI_EP_RDM -v >"$out" 2>"$err"
+check "memif mtu=9000: RDM inject_size stays a standard frame's (1376)" \
+  grep -q 'inject_size: 1376' "$out"
+FI_DPDK_PORTS="$memif,mtu=9000,bsize=2048" stock timeout 60 fi_info -p dpdk >"$out" 2>"$err"
+rc=$?
+check "memif bsize below the frame: no infos, no crash (rc=$rc)" test "$rc" -ne 0 -a "$rc" -lt 128
+check "memif bsize below the frame: the warning says why" \
+  grep -q "bsize=2048 cannot hold a frame of mtu=9000" "$err"
+FI_DPDK_PORTS="$memif,mtu=70000" stock timeout 60 fi_info -p dpdk >"$out" 2>"$err"; rc=$?
+check "memif mtu out of range: no infos (rc=$rc)" test "$rc" -ne 0 -a "$rc" -lt 128
+check "memif mtu out of range: the warning names the value" grep -q "mtu=70000: not a number" "$err"
+FI_DPDK_PORTS="net_null0,mtu=9000" stock timeout 60 fi_info -p dpdk >"$out" 2>"$err"; rc=$?
+check "mtu= on a non-memif port: refused with a reason (rc=$rc)" \
+  grep -q "mtu= is for memif ports" "$err"
+rm -f "$sock"
+
 echo "fi_info checks: $fails failed"
 exit $((fails > 0))
