@@ -165,6 +165,9 @@ void remove_stale_memif_socket(const std::string& path) {
 
 constexpr uint16_t kMemifMtu = 9000;  // spec_mtu
 constexpr uint16_t kMinMtu = 576;     // IPv4's minimum datagram a host must accept (RFC 791)
+// memif buffers (bsize) for the largest frame of kMemifMtu, with an 802.1Q tag: 9018 -> 9216.
+constexpr unsigned kMemifBufSize =
+    RTE_ALIGN_CEIL(kMemifMtu + RTE_ETHER_HDR_LEN + RTE_VLAN_HLEN, 512u);
 
 std::string remove_arg(const std::string& args, const std::string& key) {
   std::string out;
@@ -186,9 +189,9 @@ Result<uint16_t> spec_mtu(const std::string& name, const std::string& args) {
   char* end = nullptr;
   errno = 0;
   const unsigned long mtu = std::strtoul(v.c_str(), &end, 10);
-  if (errno || *end || v[0] == '-' || mtu < kMinMtu || mtu > 9600)
+  if (errno || *end || v[0] == '-' || mtu < kMinMtu || mtu > kMemifMtu)
     return make_error(-FI_EINVAL, "port '" + name + "': mtu=" + v + ": not a number from " +
-                                      std::to_string(kMinMtu) + " to 9600");
+                                      std::to_string(kMinMtu) + " to " + std::to_string(kMemifMtu));
   if (name.rfind("net_memif", 0) != 0)
     return make_error(-FI_EINVAL, "port '" + name +
                                       "': mtu= is for memif ports; on other devices set the "
@@ -208,13 +211,14 @@ Result<std::string> create_vdev(const std::string& spec, uint16_t mtu, UniqueFd*
     // its receive follows that flag past the last descriptor the sender published, wrapping its
     // slot count: one stale flag replays the whole ring as millions of duplicates (seen: RDM over
     // 9000-byte frames in 2048-byte buffers declared its peer unreachable). The client's bsize
-    // sizes the buffers of both directions; ring bytes are kept near memif's default (1024 x 2 KiB)
-    // by halving the ring when the buffers are larger.
-    const unsigned frame = RTE_ALIGN_CEIL(mtu + RTE_ETHER_HDR_LEN + RTE_VLAN_HLEN, 128u);
+    // sizes the buffers of both directions, so every dpfab memif port offers buffers for the
+    // largest MTU (kMemifBufSize), whatever its own: a peer at mtu=9000 is then safe with one at
+    // 1500, either being the client. Ring bytes stay near memif's default (1024 x 2 KiB) with
+    // half the ring.
     const std::string bsize = get_arg(args, "bsize");
     if (bsize.empty()) {
-      args = set_arg(args, "bsize", std::to_string(std::max(frame, 2048u)));
-      if (frame > 2048 && get_arg(args, "rsize").empty()) args = set_arg(args, "rsize", "9");
+      args = set_arg(args, "bsize", std::to_string(kMemifBufSize));
+      if (get_arg(args, "rsize").empty()) args = set_arg(args, "rsize", "9");
     } else if (std::strtoul(bsize.c_str(), nullptr, 10) <
                unsigned{mtu} + RTE_ETHER_HDR_LEN + RTE_VLAN_HLEN) {
       return make_error(-FI_EINVAL, "port '" + spec + "': bsize=" + bsize +

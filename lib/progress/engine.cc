@@ -173,6 +173,17 @@ void PortEngine::lock_tx() noexcept {
     while (tx_lock_.load(std::memory_order_relaxed)) rte_pause();
 }
 
+bool PortEngine::try_lock_tx_for(int64_t ns) noexcept {
+  int64_t deadline = 0;
+  while (tx_lock_.exchange(true, std::memory_order_acquire)) {
+    const int64_t now = now_ns();
+    if (deadline == 0) deadline = now + ns;
+    if (now >= deadline) return false;
+    for (int i = 0; i < 64 && tx_lock_.load(std::memory_order_relaxed); ++i) rte_pause();
+  }
+  return true;
+}
+
 uint16_t PortEngine::transmit(rte_mbuf** frames, uint16_t n) noexcept {
   lock_tx();
   uint16_t sent = likely(!stopped_) ? rte_eth_tx_burst(port_id_, 0, frames, n) : 0;

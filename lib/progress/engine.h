@@ -83,12 +83,17 @@ class PortEngine final : public proto::Link {
   // proto::Link
   uint16_t transmit(rte_mbuf** frames, uint16_t n) noexcept override;
   /// The memif peer's kick (memif_kick.h), or {}: transmit() kicks the peer after every burst
-  /// when it is set. Taken under the TX lock, so a withdrawn peer is never kicked.
-  void set_kick_peer(KickChannel::Peer p) noexcept {
-    lock_tx();
+  /// when it is set. Taken under the TX lock, so a withdrawn peer is never kicked. False (nothing
+  /// set) when the lock stays held for kKickLockWaitNs: held by a thread that will not let go, as
+  /// when a signal handler calls exit() on the thread inside transmit() and the provider's
+  /// destructor runs there; waiting would hang the exiting process.
+  bool set_kick_peer(KickChannel::Peer p) noexcept {
+    if (!try_lock_tx_for(kKickLockWaitNs)) return false;
     kick_peer_ = p;
     unlock_tx();
+    return true;
   }
+  static constexpr int64_t kKickLockWaitNs = 200'000'000;
   /// One poll step; returns the frames delivered to endpoints (events), not frames received.
   size_t progress() noexcept override;
   /// Before a consumer sleeps on wake().fds(): arms them (A1-A2, port_wake.h), then runs poll
@@ -171,6 +176,7 @@ class PortEngine final : public proto::Link {
   /// How long the link has been down (0: up, or just found down). Any thread.
   int64_t link_down_for_ns(int64_t now) noexcept;
   void lock_tx() noexcept;
+  bool try_lock_tx_for(int64_t ns) noexcept;  // lock_tx, for at most `ns`; false: not taken
   void unlock_tx() noexcept { tx_lock_.store(false, std::memory_order_release); }
   int bind_demux(uint16_t udp_port_be, proto::Receiver* r) noexcept;
   int bind_claimed(uint16_t udp_port_be, proto::Receiver* r, UniqueFd claim) noexcept;

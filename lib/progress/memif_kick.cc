@@ -46,7 +46,7 @@ void* map_page(int fd) {
 
 }  // namespace
 
-KickChannel::KickChannel(std::string link, bool server, std::function<void(Peer)> publish) noexcept
+KickChannel::KickChannel(std::string link, bool server, std::function<bool(Peer)> publish) noexcept
     : name_("dpfab-kick:" + std::move(link)), server_(server), publish_(std::move(publish)) {}
 
 KickChannel::~KickChannel() {
@@ -167,7 +167,15 @@ void KickChannel::on_conn_readable() noexcept {
   peer_wake_ = std::move(got[1]);
   peer_.flag = static_cast<std::atomic<uint32_t>*>(page);
   peer_.wake_fd = peer_wake_.get();
-  if (publish_) publish_(peer_);
+  if (publish_ && !publish_(peer_)) {  // the sender never had it: ours to let go
+    DPFAB_WARN(FI_LOG_CORE, "memif kick: could not hand the peer's kick to the sender on @%s",
+               name_.c_str());
+    peer_ = {};
+    peer_wake_.reset();
+    munmap(peer_page_, kPageSize);
+    peer_page_ = nullptr;
+    return;
+  }
   hellos.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -177,7 +185,15 @@ void KickChannel::drop_connection() noexcept {
 }
 
 void KickChannel::drop_peer() noexcept {
-  if (peer_.flag && publish_) publish_({});  // the sender lets go first
+  if (peer_.flag && publish_ && !publish_({})) {  // the sender lets go first
+    // It may still kick the page and the eventfd: leave both to the process (leaked, once).
+    DPFAB_WARN(FI_LOG_CORE,
+               "memif kick: the sender did not let go of the peer's kick on @%s; its page and "
+               "eventfd are left open",
+               name_.c_str());
+    (void)peer_wake_.release();
+    peer_page_ = nullptr;
+  }
   peer_ = {};
   peer_wake_.reset();
   if (peer_page_) munmap(peer_page_, kPageSize);

@@ -49,8 +49,11 @@ class KickChannel {
 
   /// `link` names the memif link identically at both ends (socket path and interface id);
   /// `server`: this end listens (memif's server); `publish` hands the peer's half to the sender
-  /// (and {} to withdraw it). Nothing is opened until open().
-  KickChannel(std::string link, bool server, std::function<void(Peer)> publish) noexcept;
+  /// (and {} to withdraw it) and says whether the sender took it. A withdrawal the sender did not
+  /// take (its TX lock held for too long: a signal handler that calls exit() on the thread that
+  /// holds it) leaves the peer's page mapped and its eventfd open, for a sender that may still
+  /// kick them. Nothing is opened until open().
+  KickChannel(std::string link, bool server, std::function<bool(Peer)> publish) noexcept;
   ~KickChannel();
   KickChannel(const KickChannel&) = delete;
   KickChannel& operator=(const KickChannel&) = delete;
@@ -100,7 +103,7 @@ class KickChannel {
 
   std::string name_;  // abstract socket name, without the leading NUL
   bool server_;
-  std::function<void(Peer)> publish_;
+  std::function<bool(Peer)> publish_;
   UniqueFd listen_, conn_, wake_, page_fd_;
   std::atomic<uint32_t>* my_flag_ = nullptr;
   void* my_page_ = nullptr;

@@ -354,7 +354,7 @@ Status start_wakeup(const std::vector<PortEngine*>& engines, const WakeupConfig&
     t.ports.push_back(in.port_id);
     if (!in.memif_link.empty() && p.intr == port::RxInterrupt::kNone && !p.kick) {
       auto* k = new KickChannel(in.memif_link, in.memif_server,
-                                [e](KickChannel::Peer peer) { e->set_kick_peer(peer); });
+                                [e](KickChannel::Peer peer) { return e->set_kick_peer(peer); });
       if (k->open() && (k->listen_fd() < 0 || add_kick_fd(t, p, k->listen_fd(), &p.listen_ev))) {
         p.kick = k;
         e->wake().attach_kick(k);  // its eventfd joins what sleepers on the port wait on

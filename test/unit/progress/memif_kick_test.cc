@@ -30,11 +30,14 @@ namespace {
 struct End {
   KickChannel::Peer published;
   int publishes = 0;
+  bool take = true;  // false: the sender does not take what is published (its TX lock is stuck)
   std::unique_ptr<KickChannel> ch;
   End(const std::string& link, bool server)
       : ch(std::make_unique<KickChannel>(link, server, [this](KickChannel::Peer p) {
+          if (!take) return false;
           published = p;
           ++publishes;
+          return true;
         })) {}
 };
 
@@ -199,6 +202,38 @@ TEST(MemifKick, MalformedHellosAreRefusedAndNothingIsTaken) {
   close(unsealed);
   close(small);
   close(efd);
+}
+
+// The engine could not take its TX lock to withdraw the peer (a signal handler's exit() on the
+// thread inside transmit): the channel goes away without waiting, and the sender's copy stays
+// usable, so a late kick neither faults nor writes to a closed (or reused) descriptor.
+TEST(MemifKick, AWithdrawalTheSenderDoesNotTakeLeavesItsKickUsable) {
+  const std::string link = unique_link("stuck");
+  End server(link, true), client(link, false);
+  ASSERT_TRUE(server.ch->open());
+  ASSERT_TRUE(client.ch->open());
+  ASSERT_TRUE(handshake(server, client));
+  const KickChannel::Peer held = client.published;  // what the sender holds
+  client.take = false;
+  client.ch.reset();  // withdraws: refused
+  EXPECT_NE(fcntl(held.wake_fd, F_GETFD), -1) << "the sender's eventfd was closed under it";
+  server.ch->arm();
+  KickChannel::kick(held);  // the page is still mapped
+  EXPECT_TRUE(fd_readable(server.ch->wake_fd(), 1000));
+  close(held.wake_fd);  // the test's own clean-up of what was left
+}
+
+// A new peer the sender does not take is dropped at once: nothing is published.
+TEST(MemifKick, APeerTheSenderDoesNotTakeIsNotKept) {
+  const std::string link = unique_link("untaken");
+  End server(link, true), client(link, false);
+  client.take = false;
+  ASSERT_TRUE(server.ch->open());
+  ASSERT_TRUE(client.ch->open());
+  EXPECT_FALSE(handshake(server, client));
+  EXPECT_EQ(client.published.flag, nullptr);
+  EXPECT_EQ(client.publishes, 0);
+  EXPECT_NE(server.published.flag, nullptr);
 }
 
 }  // namespace
