@@ -17,6 +17,7 @@
 #include <map>
 #include <mutex>
 
+#include "common/clock.h"
 #include "common/counter.h"
 #include "common/log.h"
 #include "wire/multicast.h"
@@ -351,11 +352,7 @@ bool PortEngine::tap_sigio_handler_installed() noexcept {
          sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN;
 }
 
-int64_t PortEngine::now_ns() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
+int64_t PortEngine::now_ns() noexcept { return clock::mono_ns(); }
 
 void PortEngine::send_raw(const uint8_t* frame, size_t len) noexcept {
   rte_mbuf* m = rte_pktmbuf_alloc(port_->mempool());

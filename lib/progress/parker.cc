@@ -6,14 +6,12 @@
 #include <rdma/fi_errno.h>
 #include <time.h>
 
+#include "common/clock.h"
+
 namespace dpfab::progress {
 namespace {
 
-int64_t now_ns() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
+int64_t now_ns() noexcept { return clock::mono_ns(); }
 
 }  // namespace
 

@@ -13,17 +13,14 @@
 #include <mutex>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/fd.h"
 #include "progress/memif_kick.h"
 #include "progress/wakeup.h"
 
 namespace dpfab::progress::detail {
 
-inline int64_t now_ns() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
+inline int64_t now_ns() noexcept { return clock::mono_ns(); }
 
 constexpr int64_t kNever = INT64_MAX;
 constexpr int64_t kTimerRetryNs = 1'000'000;  // a protocol timer that did not move: retry in 1 ms

@@ -9,6 +9,7 @@
 #include <memory>
 #include <new>
 
+#include "common/clock.h"
 #include "common/counter.h"
 #include "common/log.h"
 #include "wire/encoder.h"
@@ -83,11 +84,7 @@ wire::Address RdmEndpoint::address() const noexcept {
   return a;
 }
 
-uint64_t RdmEndpoint::now_ns() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-}
+uint64_t RdmEndpoint::now_ns() noexcept { return static_cast<uint64_t>(clock::mono_ns()); }
 
 // ---- peers -------------------------------------------------------------------------------------
 

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "common/clock.h"
+
 namespace dpfab::wait {
 
 class Deadline {
@@ -41,11 +43,7 @@ class Deadline {
     return timespec{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
   }
 
-  static int64_t now_ns() noexcept {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-  }
+  static int64_t now_ns() noexcept { return clock::mono_ns(); }
 
  private:
   static constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
