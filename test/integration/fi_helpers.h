@@ -7,12 +7,15 @@
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -115,5 +118,65 @@ inline bool reap_child(pid_t pid, std::chrono::seconds bound) {
   }
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
+
+/// Reads exactly `len` bytes from `fd`; false on EOF or error.
+inline bool read_all(int fd, void* buf, size_t len) {
+  auto* p = static_cast<uint8_t*>(buf);
+  while (len) {
+    ssize_t n = read(fd, p, len);
+    if (n <= 0) return false;
+    p += n;
+    len -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+/// One dpdk endpoint of `type` with its CQ (`format`, 4096 entries, FI_WAIT_UNSPEC) and a table
+/// AV, through libfabric, enabled; `addr` is its name. open() returns 0 or a -FI_E* value.
+struct EpNode {
+  static constexpr size_t kAddrLen = 16;
+  InfoPtr info;
+  fid_fabric* fabric = nullptr;
+  fid_domain* domain = nullptr;
+  fid_cq* cq = nullptr;
+  fid_av* av = nullptr;
+  fid_ep* ep = nullptr;
+  uint8_t addr[kAddrLen] = {};
+
+  int open(fi_ep_type type = FI_EP_DGRAM, uint64_t caps = 0,
+           fi_cq_format format = FI_CQ_FORMAT_MSG) {
+    InfoPtr hints = dpdk_hints(type);
+    if (caps) hints->caps = caps;
+    if (int r = getinfo(hints.get(), &info)) return r;
+    fi_info* e = first_dpdk(info.get());
+    if (!e || e->ep_attr->type != type) return -FI_ENODATA;
+    if (int r = fi_fabric(e->fabric_attr, &fabric, nullptr)) return r;
+    if (int r = fi_domain(fabric, e, &domain, nullptr)) return r;
+    fi_cq_attr cq_attr{};
+    cq_attr.format = format;
+    cq_attr.size = 4096;
+    cq_attr.wait_obj = FI_WAIT_UNSPEC;
+    if (int r = fi_cq_open(domain, &cq_attr, &cq, nullptr)) return r;
+    fi_av_attr av_attr{};
+    av_attr.type = FI_AV_TABLE;
+    if (int r = fi_av_open(domain, &av_attr, &av, nullptr)) return r;
+    if (int r = fi_endpoint(domain, e, &ep, nullptr)) return r;
+    if (int r = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV)) return r;
+    if (int r = fi_ep_bind(ep, &av->fid, 0)) return r;
+    if (int r = fi_enable(ep)) return r;
+    size_t len = sizeof(addr);
+    return fi_getname(&ep->fid, addr, &len);
+  }
+  EpNode() = default;
+  EpNode(const EpNode&) = delete;
+  EpNode& operator=(const EpNode&) = delete;
+  ~EpNode() {
+    if (ep) fi_close(&ep->fid);
+    if (av) fi_close(&av->fid);
+    if (cq) fi_close(&cq->fid);
+    if (domain) fi_close(&domain->fid);
+    if (fabric) fi_close(&fabric->fid);
+  }
+};
 
 }  // namespace dpfab::test

@@ -75,58 +75,10 @@ bool check(const uint8_t* p, size_t n, uint32_t seed) {
   return true;
 }
 
-// One RDM endpoint with its CQ and AV, through libfabric.
-struct RdmNode {
-  InfoPtr info;
-  fid_fabric* fabric = nullptr;
-  fid_domain* domain = nullptr;
-  fid_cq* cq = nullptr;
-  fid_av* av = nullptr;
-  fid_ep* ep = nullptr;
-  uint8_t addr[kAddrLen] = {};
-
-  int open() {
-    InfoPtr hints = dpdk_hints(FI_EP_RDM);
-    hints->caps = FI_MSG | FI_TAGGED;
-    if (int r = getinfo(hints.get(), &info)) return r;
-    fi_info* e = first_dpdk(info.get());
-    if (!e || e->ep_attr->type != FI_EP_RDM) return -FI_ENODATA;
-    if (int r = fi_fabric(e->fabric_attr, &fabric, nullptr)) return r;
-    if (int r = fi_domain(fabric, e, &domain, nullptr)) return r;
-    fi_cq_attr cq_attr{};
-    cq_attr.format = FI_CQ_FORMAT_TAGGED;
-    cq_attr.size = 4096;
-    cq_attr.wait_obj = FI_WAIT_UNSPEC;
-    if (int r = fi_cq_open(domain, &cq_attr, &cq, nullptr)) return r;
-    fi_av_attr av_attr{};
-    av_attr.type = FI_AV_TABLE;
-    if (int r = fi_av_open(domain, &av_attr, &av, nullptr)) return r;
-    if (int r = fi_endpoint(domain, e, &ep, nullptr)) return r;
-    if (int r = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV)) return r;
-    if (int r = fi_ep_bind(ep, &av->fid, 0)) return r;
-    if (int r = fi_enable(ep)) return r;
-    size_t len = sizeof(addr);
-    return fi_getname(&ep->fid, addr, &len);
-  }
-  ~RdmNode() {
-    if (ep) fi_close(&ep->fid);
-    if (av) fi_close(&av->fid);
-    if (cq) fi_close(&cq->fid);
-    if (domain) fi_close(&domain->fid);
-    if (fabric) fi_close(&fabric->fid);
-  }
+// One RDM endpoint (FI_MSG | FI_TAGGED) with its CQ and AV, through libfabric (fi_helpers.h).
+struct RdmNode : EpNode {
+  int open() { return EpNode::open(FI_EP_RDM, FI_MSG | FI_TAGGED, FI_CQ_FORMAT_TAGGED); }
 };
-
-bool read_all(int fd, void* buf, size_t len) {
-  auto* p = static_cast<uint8_t*>(buf);
-  while (len) {
-    ssize_t n = read(fd, p, len);
-    if (n <= 0) return false;
-    p += n;
-    len -= static_cast<size_t>(n);
-  }
-  return true;
-}
 
 // ---- the peer (a process of its own) ----
 // Sends kHello first (its first packet tells the test's endpoint that this is a new instance),
