@@ -47,42 +47,26 @@ struct Result {
   int64_t faults = 0;
 };
 
-// One side of the link: fabric, domain, AV, CQ, DGRAM endpoint, with kPosted receives posted.
+// One side of the link: a DGRAM endpoint (EpNode, fi_helpers.h) with kPosted receives posted.
 class Side {
  public:
   int open() {
-    auto hints = dpdk_hints();
-    hints->ep_attr->type = FI_EP_DGRAM;
-    hints->caps = FI_MSG;
-    if (getinfo(hints.get(), &info_) != 0) return 1;
-    fi_info* e = first_dpdk(info_.get());
-    if (!e) return 2;
-    if (fi_fabric(e->fabric_attr, &fabric_, nullptr) != 0) return 3;
-    if (fi_domain(fabric_, e, &domain_, nullptr) != 0) return 4;
-    fi_av_attr av{};
-    av.type = FI_AV_TABLE;
-    if (fi_av_open(domain_, &av, &av_, nullptr) != 0) return 5;
-    fi_cq_attr ca{};
-    ca.format = FI_CQ_FORMAT_DATA;
-    ca.size = 256;
-    if (fi_cq_open(domain_, &ca, &cq_, nullptr) != 0) return 6;
-    if (fi_endpoint(domain_, e, &ep_, nullptr) != 0) return 7;
-    if (fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV) != 0) return 8;
-    if (fi_ep_bind(ep_, &av_->fid, 0) != 0) return 9;
-    if (fi_enable(ep_) != 0) return 10;
+    if (int r = node_.open(FI_EP_DGRAM, FI_MSG, FI_CQ_FORMAT_DATA)) return r;
     for (size_t i = 0; i < kPosted; ++i)
-      if (fi_recv(ep_, bufs_[i], sizeof(bufs_[i]), nullptr, FI_ADDR_UNSPEC, bufs_[i]) != 0)
+      if (fi_recv(node_.ep, bufs_[i], sizeof(bufs_[i]), nullptr, FI_ADDR_UNSPEC, bufs_[i]) != 0)
         return 11;
     return 0;
   }
 
   // Exchanges names over the pipes and inserts the peer.
-  int meet(int out_fd, int in_fd) { return exchange_names(ep_, av_, out_fd, in_fd, &peer_); }
+  int meet(int out_fd, int in_fd) {
+    return exchange_names(node_.ep, node_.av, out_fd, in_fd, &peer_);
+  }
 
   // Sends `seq`, retrying -FI_EAGAIN (a link coming up) until `deadline`.
   bool send(uint32_t seq, Clock::time_point deadline) {
     for (;;) {
-      ssize_t r = fi_send(ep_, &seq, sizeof(seq), nullptr, peer_, nullptr);
+      ssize_t r = fi_send(node_.ep, &seq, sizeof(seq), nullptr, peer_, nullptr);
       if (r == 0) return true;
       if (r != -FI_EAGAIN || Clock::now() > deadline) return false;
       uint32_t ignored;
@@ -93,10 +77,10 @@ class Side {
   // One fi_cq_read; true with the sequence number of a received datagram (its receive reposted).
   bool poll(uint32_t* seq) {
     fi_cq_data_entry e{};
-    if (fi_cq_read(cq_, &e, 1) != 1 || !(e.flags & FI_RECV)) return false;
+    if (fi_cq_read(node_.cq, &e, 1) != 1 || !(e.flags & FI_RECV)) return false;
     auto* buf = static_cast<char*>(e.op_context);
     std::memcpy(seq, buf, sizeof(*seq));
-    (void)fi_recv(ep_, buf, 64, nullptr, FI_ADDR_UNSPEC, buf);
+    (void)fi_recv(node_.ep, buf, 64, nullptr, FI_ADDR_UNSPEC, buf);
     return true;
   }
 
@@ -108,19 +92,8 @@ class Side {
     return false;
   }
 
-  ~Side() {
-    for (fid* f : {ep_ ? &ep_->fid : nullptr, cq_ ? &cq_->fid : nullptr, av_ ? &av_->fid : nullptr,
-                   domain_ ? &domain_->fid : nullptr, fabric_ ? &fabric_->fid : nullptr})
-      if (f) fi_close(f);
-  }
-
  private:
-  InfoPtr info_;
-  fid_fabric* fabric_ = nullptr;
-  fid_domain* domain_ = nullptr;
-  fid_av* av_ = nullptr;
-  fid_cq* cq_ = nullptr;
-  fid_ep* ep_ = nullptr;
+  EpNode node_;
   fi_addr_t peer_ = FI_ADDR_NOTAVAIL;
   char bufs_[kPosted][64] = {};
 };

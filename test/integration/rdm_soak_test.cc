@@ -98,50 +98,24 @@ struct Result {
   double seconds = 0;
 };
 
+// One RDM endpoint (EpNode, fi_helpers.h) and its peer.
 class Side {
  public:
   int open() {
-    auto hints = dpdk_hints(FI_EP_RDM);
-    hints->caps = FI_MSG;
-    if (getinfo(hints.get(), &info_) != 0) return 1;
-    fi_info* e = first_dpdk(info_.get());
-    if (!e) return 2;
-    if (e->ep_attr->max_msg_size < kMaxSize) return 3;
-    if (fi_fabric(e->fabric_attr, &fabric_, nullptr) != 0) return 4;
-    if (fi_domain(fabric_, e, &domain_, nullptr) != 0) return 5;
-    fi_av_attr av{};
-    av.type = FI_AV_TABLE;
-    if (fi_av_open(domain_, &av, &av_, nullptr) != 0) return 6;
-    fi_cq_attr ca{};
-    ca.format = FI_CQ_FORMAT_DATA;
-    ca.size = 1024;
-    if (fi_cq_open(domain_, &ca, &cq_, nullptr) != 0) return 7;
-    if (fi_endpoint(domain_, e, &ep_, nullptr) != 0) return 8;
-    if (fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV) != 0) return 9;
-    if (fi_ep_bind(ep_, &av_->fid, 0) != 0) return 10;
-    if (fi_enable(ep_) != 0) return 11;
-    return 0;
+    if (int r = node_.open(FI_EP_RDM, FI_MSG, FI_CQ_FORMAT_DATA)) return r;
+    return first_dpdk(node_.info.get())->ep_attr->max_msg_size < kMaxSize ? 3 : 0;
   }
 
-  int meet(int out_fd, int in_fd) { return exchange_names(ep_, av_, out_fd, in_fd, &peer_); }
+  int meet(int out_fd, int in_fd) {
+    return exchange_names(node_.ep, node_.av, out_fd, in_fd, &peer_);
+  }
 
-  fid_ep* ep() { return ep_; }
-  fid_cq* cq() { return cq_; }
+  fid_ep* ep() { return node_.ep; }
+  fid_cq* cq() { return node_.cq; }
   fi_addr_t peer() const { return peer_; }
 
-  ~Side() {
-    for (fid* f : {ep_ ? &ep_->fid : nullptr, cq_ ? &cq_->fid : nullptr, av_ ? &av_->fid : nullptr,
-                   domain_ ? &domain_->fid : nullptr, fabric_ ? &fabric_->fid : nullptr})
-      if (f) fi_close(f);
-  }
-
  private:
-  InfoPtr info_;
-  fid_fabric* fabric_ = nullptr;
-  fid_domain* domain_ = nullptr;
-  fid_av* av_ = nullptr;
-  fid_cq* cq_ = nullptr;
-  fid_ep* ep_ = nullptr;
+  EpNode node_;
   fi_addr_t peer_ = FI_ADDR_NOTAVAIL;
 };
 
