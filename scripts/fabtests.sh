@@ -16,9 +16,12 @@
 # --no-oob runs without it: every client/server test is then "Notrun", dpfab's addresses being
 # automatic where runfabtests gives both processes -s 127.0.0.1). Prints Pass/Fail/Notrun per
 # test and "N passed, M failed, K notrun"; the full YAML (with the output of failed tests) is kept
-# in a file it names. runfabtests.sh kill -9s every fi_* process on the machine when it finishes
-# or a test times out: a copy patched at run time, in a temporary folder, kills only the fi_*
-# processes it started.
+# in a file it names. Tests of what dpdk does not offer (FI_EP_MSG) are excluded
+# (scripts/fabtests-dpdk.exclude, runfabtests.sh -f), as fabtests' own exclude files do for other
+# providers. runfabtests.sh kill -9s every fi_* process on the machine when it finishes or a test
+# times out, and kills only the `timeout` wrapper of a server it gives up on (the test process
+# stays behind): a copy patched at run time, in a temporary folder, kills only the fi_* processes
+# it started, and a server it gives up on with all its descendants.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 quick=0 oob=-b
@@ -43,6 +46,7 @@ passed=0 failed=0
 # as a copy whose cleanup kills only its own fi_* descendants.
 run_quick() {
   local share=${bin%/}/../share/fabtests src=${bin%/}/runfabtests.sh patched=$run/runfabtests.sh
+  local exclude=$PWD/scripts/fabtests-dpdk.exclude
   [ -f "$src" ] || { echo "no runfabtests.sh in $bin"; exit 2; }
   [ -d "$share" ] || share=$bin
   {
@@ -61,11 +65,19 @@ dpfab_kill_own_fi() {
 	done
 	return 0
 }
+# A server given up on: the process it started (timeout) and what that started (the test).
+dpfab_kill_tree() {
+	local p
+	for p in $(dpfab_descendants "$1") "$1"; do kill -9 "$p" 2>/dev/null; done
+	return 0
+}
 EOF
     sed -e '1d' -e "/ps -eo comm,pid | grep '^fi_'/d" \
-      -e 's/^function cleanup {$/function cleanup {\n\tdpfab_kill_own_fi/' "$src"
+      -e 's/^function cleanup {$/function cleanup {\n\tdpfab_kill_own_fi/' \
+      -e 's/kill -9 \$s_pid/dpfab_kill_tree $s_pid/' "$src"
   } >"$patched"
-  if grep -q "ps -eo comm,pid" "$patched" || [ "$(grep -c dpfab_kill_own_fi "$patched")" -ne 2 ]; then
+  if grep -q "ps -eo comm,pid" "$patched" || [ "$(grep -c dpfab_kill_own_fi "$patched")" -ne 2 ] ||
+    grep -q 'kill -9 \$s_pid' "$patched" || ! grep -q 'dpfab_kill_tree \$s_pid' "$patched"; then
     echo "cannot patch $src: its cleanup is not the one of fabtests 1.17"
     exit 2
   fi
@@ -74,7 +86,7 @@ EOF
   export FI_DPDK_PORTS="net_memif0,role=auto,socket-abstract=no,socket=$run/memif.sock"
   # A session of its own, so that an interrupted run takes its children with it and nothing else.
   (cd "$share" && exec setsid bash "$patched" -v ${oob} -T "${FABTESTS_TIMEOUT:-60}" \
-    -p "${bin%/}" -t quick dpdk) >"$log" 2>&1 &
+    -f "$exclude" -p "${bin%/}" -t quick dpdk) >"$log" 2>&1 &
   pid=$!
   trap 'kill -TERM -- -'"$pid"' 2>/dev/null; rm -rf "$run"; exit 130' INT TERM
   wait "$pid"
@@ -93,7 +105,7 @@ for line in open(sys.argv[1], errors="replace"):
     if m and name is not None:
         r = m.group(1)
         counts[r] = counts.get(r, 0) + 1
-        print(f"{r.lower():8s}{name}")
+        print(f"{r.lower():9s}{name}")
         name = None
 notrun = counts.get("Notrun", 0) + counts.get("Excluded", 0)
 print(f'{counts.get("Pass", 0)} passed, {counts.get("Fail", 0)} failed, {notrun} notrun')

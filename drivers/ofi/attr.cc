@@ -11,9 +11,10 @@
 // later. We answer that probe with nothing, so "dpdk;ofi_rxd" does not exist and a plain
 // fi_getinfo naming dpdk hands out our own RDM first; DGRAM applications are unaffected.
 //
-// EAL starts here only when the application has chosen this provider (the hints name "dpdk"):
-// libfabric asks every provider, and `fi_info -l` or an MPI job probing for tcp must not start
-// DPDK. Other callers get attributes from the configuration alone (MAC unknown until fi_fabric).
+// EAL starts here only when the application has chosen this provider (the hints name "dpdk") and
+// asks for what it offers (could_match): libfabric asks every provider, and `fi_info -l`, an MPI
+// job probing for tcp or a test asking dpdk for FI_EP_MSG must not start DPDK. Other callers get
+// attributes from the configuration alone (MAC unknown until fi_fabric).
 #include <arpa/inet.h>
 #include <netdb.h>
 
@@ -216,6 +217,19 @@ bool rxd_probe(const fi_info* hints) {
          hints->ep_attr->type == FI_EP_DGRAM;
 }
 
+// Whether an entry could match `hints` at all, judged by what no port changes: the endpoint type
+// and the primary capabilities. Hints that ask for what dpdk never offers (FI_EP_MSG, RMA,
+// atomics) are answered before EAL starts: a process that only asked would otherwise bring up
+// DPDK and its ports for nothing, and on a role=auto memif socket take the place of the peer a
+// later process needs (runfabtests' MSG tests did so to the RDM test after them).
+bool could_match(const fi_info* hints) {
+  if (!hints) return true;
+  const fi_ep_type want = hints->ep_attr ? hints->ep_attr->type : FI_EP_UNSPEC;
+  for (fi_ep_type type : {FI_EP_RDM, FI_EP_DGRAM})
+    if ((want == FI_EP_UNSPEC || want == type) && !(hints->caps & ~caps_of(type))) return true;
+  return false;
+}
+
 // Resolves node/service to an IPv4 address (network order) and UDP port (network order).
 Result<std::pair<uint32_t, uint16_t>> resolve(const char* node, const char* service) {
   uint32_t ip = 0;
@@ -256,6 +270,7 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
     // The configuration in force: the running one, or (before EAL) what would be used.
     const config::Config* cfg = runtime_config();
     config::Config loaded;
+    if (!could_match(hints) || rxd_probe(hints)) return -FI_ENODATA;
     if (!cfg && names_us(hints)) {
       auto started = start_runtime();
       if (!started) return -FI_ENODATA;
@@ -281,7 +296,6 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
         !(hint_dest = wire::read_address(hints->dest_addr, hints->dest_addrlen)))
       return -FI_ENODATA;
 
-    if (rxd_probe(hints)) return -FI_ENODATA;
     fi_info* head = nullptr;
     fi_info** tail = &head;
     const auto& open_ports = port::ports();

@@ -37,8 +37,18 @@ RdmEp* rdm_of(fid_ep* e) noexcept { return rdm_of(&e->fid); }
 int rdm_close(fid* f) noexcept {
   RdmEp* e = rdm_of(f);
   // Operations still in progress end here without completions (fi_endpoint(3): the
-  // application owns them; closing an endpoint with work outstanding discards it).
+  // application owns them; closing an endpoint with work outstanding discards it). Injected
+  // sends are not outstanding for the application (it was told they were sent, or told
+  // nothing): the close waits, boundedly, until the peer has them (RdmEndpoint::linger).
   if (e->enabled) {
+    if (!e->rdm->linger())
+      DPFAB_WARN(
+          FI_LOG_EP_CTRL,
+          "rdm endpoint closed with injected sends its peers did not acknowledge within "
+          "%lu ms: they may be lost",
+          static_cast<unsigned long>(std::min<uint64_t>(e->rdm->config().core.rel.peer_timeout_ns,
+                                                        proto::RdmEndpoint::kCloseLingerMaxNs) /
+                                     1'000'000));
     e->rdm->flush_acks();  // the peer's last messages arrived: tell it before we go
     e->engine->unbind(e->rdm->address().udp_port_be);
     const auto c = e->rdm->core_stats();

@@ -213,6 +213,10 @@ class RdmCore final : private PeerHost {
   uint32_t epoch() const noexcept { return shared_.epoch; }
   /// Sends and receives in progress (for tests: 0 when everything completed).
   size_t tx_in_use() const noexcept;
+  /// Injected sends (fi_inject, or completed when copied: FI_INJECT_COMPLETE) whose packets are
+  /// not all acknowledged yet: the application is done with them, so closing the endpoint now
+  /// would lose messages it was told were sent.
+  size_t injected_unacked() const noexcept;
   size_t rx_in_use() const noexcept;
   size_t unexpected_in_use() const noexcept;
 

@@ -5,9 +5,12 @@
 #include <rte_mbuf.h>
 #include <time.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <new>
+#include <thread>
 
 #include "common/clock.h"
 #include "common/counter.h"
@@ -73,6 +76,23 @@ void RdmEndpoint::flush_acks() noexcept {
   if (!core_) return;
   core_->flush_acks(now_ns());
   finish();
+}
+
+bool RdmEndpoint::linger() noexcept {
+  const uint64_t end = now_ns() + std::min(cfg_.core.rel.peer_timeout_ns, kCloseLingerMaxNs);
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      if (!core_ || (core_->injected_unacked() == 0 && txq_n_ == 0)) return true;
+      // Frames the port refused before: try them now (the poll step does so only when due).
+      flush();
+    }
+    if (now_ns() >= end) return false;
+    // Our port's poll step delivers the acks and runs the retransmission timers (drain_backlog);
+    // without the mutex (the RX owner takes it). Nothing came: the peer or a retransmission
+    // timer is some way off, or a worker lcore owns the receive side.
+    if (link_->progress() == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
 }
 
 wire::Address RdmEndpoint::address() const noexcept {

@@ -89,6 +89,14 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   uint64_t min_multi_recv() noexcept;
   /// Before close: sends the acks delayed-ack timers hold back (RdmCore::flush_acks).
   void flush_acks() noexcept;
+  /// Before close: runs poll steps until every injected send (RdmCore::injected_unacked: the
+  /// application was told it was sent, or was told nothing) is acknowledged and every frame the
+  /// port refused has gone, for at most min(peer timeout, kCloseLingerMaxNs). A message that
+  /// completed when it was copied must not die with the endpoint because its first packet was
+  /// lost (a link still coming up) and nobody is left to resend it. Any thread but the RX owner
+  /// (an lcore's poll steps do the work then; this one waits). @return whether all went.
+  bool linger() noexcept;
+  static constexpr uint64_t kCloseLingerMaxNs = 2'000'000'000;
   wire::Address address() const noexcept;
 
   // ---- data path (application threads, after enable) ----

@@ -44,6 +44,20 @@ check "fi_info -l still lists tcp" grep -q '^tcp:' "$out"
 stock timeout 60 fi_info -p tcp >"$out" 2>"$err"; rc=$?
 check "fi_info -p tcp works with our plugin present (rc=$rc)" test "$rc" -eq 0
 
+# Hints naming dpdk start EAL, unless they ask for what dpdk never offers (an endpoint type or a
+# primary capability it lacks): such a process must not bring up DPDK and its ports (on a role=auto
+# memif socket it would take a later process's place).
+for ask in "-t FI_EP_MSG" "-c FI_RMA" "-t FI_EP_RDM -c FI_ATOMIC"; do
+  # shellcheck disable=SC2086
+  FI_LOG_LEVEL=info FI_DPDK_PORTS=net_null0 stock timeout 60 fi_info -p dpdk $ask >"$out" 2>"$err"
+  rc=$?
+  check "fi_info -p dpdk $ask: no infos (rc=$rc)" test "$rc" -ne 0 -a "$rc" -lt 128
+  check "fi_info -p dpdk $ask: EAL not started" bash -c "! grep -q 'starting EAL' '$err'"
+done
+FI_LOG_LEVEL=info FI_DPDK_PORTS=net_null0 stock timeout 60 fi_info -p dpdk -t FI_EP_RDM \
+  >"$out" 2>"$err"; rc=$?
+check "fi_info -p dpdk -t FI_EP_RDM: EAL started (rc=$rc)" grep -q 'starting EAL' "$err"
+
 FI_DPDK_MBUFS=lots stock timeout 60 fi_info -p dpdk >"$out" 2>"$err"; rc=$?
 check "bad FI_DPDK_MBUFS: no infos, no crash (rc=$rc)" test "$rc" -ne 0 -a "$rc" -lt 128
 check "bad FI_DPDK_MBUFS: message names the variable" grep -q "FI_DPDK_MBUFS: key 'mbufs': 'lots'" "$err"

@@ -11,6 +11,13 @@
 #   ompi_test.sh af_packet|af_xdp   4 ranks, each on a veth of its own joined to one Linux bridge
 #                                   in the root namespace (Open MPI's runtime reaches its server
 #                                   over loopback: ranks cannot sit in network namespaces)
+#   ompi_test.sh tap                4 ranks, each on a net_tap port whose kernel interface is a
+#                                   persistent multi-queue tap made here and enslaved to the
+#                                   bridge beforehand: DPDK's net_tap attaches to an existing tap
+#                                   of the iface= name (a tap it makes itself lives only as long
+#                                   as the rank, too late to enslave), and dpfab gives the kernel
+#                                   side a MAC other than the port's (port.cc), or the bridge would
+#                                   keep the port's frames for the host
 # ompi_rank.sh picks each rank's port and FI_DPDK_IPV4 from OMPI_COMM_WORLD_RANK. Needs root
 # (veths, bridge), openmpi-bin and python3-mpi4py.
 #
@@ -34,7 +41,8 @@ case $pmd in
   memif) ranks=2 domain=net_memif0 ;;
   af_packet) ranks=4 domain=net_af_packet0 ;;
   af_xdp) ranks=4 domain=net_af_xdp0 ;;
-  *) echo "usage: $0 memif|af_packet|af_xdp"; exit 2 ;;
+  tap) ranks=4 domain=net_tap0 ;;
+  *) echo "usage: $0 memif|af_packet|af_xdp|tap"; exit 2 ;;
 esac
 limit=${DPFAB_OMPI_TIMEOUT:-60}   # seconds per mpirun
 
@@ -91,6 +99,7 @@ make_links() {
   local r base try ok
   made_links=1
   ip link add "${ifp}br" type bridge mcast_snooping 0 || return 1
+  [ "$pmd" = tap ] && { make_taps; return; }
   for ((try = 0; try < 5; try++)); do
     base=$((1048576 + (RANDOM * 32 + RANDOM % 32) % 1048576))
     ok=1
@@ -117,6 +126,19 @@ make_links() {
       sleep 0.05
     done
   done
+}
+
+# tap: one persistent multi-queue tap per rank (<ifp>r<r>: net_tap0,iface=<ifp>r<r> attaches to
+# it), enslaved to the bridge and up before any rank starts. Their carrier comes with the rank
+# (the queue it attaches), so there is none to wait for here.
+make_taps() {
+  local r
+  for ((r = 0; r < ranks; r++)); do
+    ip tuntap add dev "${ifp}r$r" mode tap multi_queue || return 1
+    sysctl -qw "net.ipv6.conf.${ifp}r$r.disable_ipv6=1" 2>/dev/null
+    ip link set "${ifp}r$r" master "${ifp}br" up || return 1
+  done
+  ip link set "${ifp}br" up
 }
 
 export DPFAB_OMPI_PMD=$pmd DPFAB_OMPI_SOCKET=$run/memif.sock DPFAB_OMPI_IF=$ifp
@@ -160,7 +182,7 @@ step() {
 }
 
 if [ "$pmd" != memif ]; then
-  [ "$(id -u)" -eq 0 ] || { echo "FAIL: needs root (veths and a bridge)"; exit 1; }
+  [ "$(id -u)" -eq 0 ] || { echo "FAIL: needs root (veths or taps, and a bridge)"; exit 1; }
   remove_stale_links
   make_links || { echo "FAIL: could not make the bridge and veths"; exit 1; }
   ip -br link show master "${ifp}br"
