@@ -97,6 +97,9 @@ class Port {
   /// Stops and starts a port dpfab created (a memif client then connects again). The caller
   /// must own both queues: no rx or tx burst may run meanwhile. @return 0 or a negative errno.
   int restart() noexcept;
+  /// Whether the device runs: false for a memif role=auto client whose server went away before
+  /// its start (it waits for restart()), and after a restart() that failed.
+  bool device_started() const noexcept { return device_started_; }
 
   /// Lets frames to group MAC `mac` in (a joined IPv4 group, wire::multicast_mac). Counted per
   /// MAC across all users of the port: the MAC stays in the filter until every join is matched by
@@ -127,8 +130,9 @@ class Port {
   Port() = default;
   Info info_;
   rte_mempool* pool_ = nullptr;
-  bool started_ = false;
-  UniqueFd role_lock_;  // memif role=auto: the lock of our role (server or client), held
+  bool started_ = false;         // configured by us and to be stopped at close
+  bool device_started_ = false;  // rte_eth_dev_start succeeded (a memif client may wait for one)
+  UniqueFd role_lock_;           // memif role=auto: the lock of our role (server or client), held
 
   // Multicast filter (join_multicast): under mc_mutex_.
   void apply_mc_filter_locked() noexcept;

@@ -271,13 +271,18 @@ Result<std::string> create_vdev(const std::string& spec, uint16_t mtu, UniqueFd*
 
 // What keeps a port dpfab created from starting, when DPDK's error says little: a memif client
 // whose server does not listen (the memif PMD returns -1 then).
+bool memif_server_gone(const std::string& name, const std::string& args) {
+  if (name.rfind("net_memif", 0) != 0 || get_arg(args, "role") != "client") return false;
+  std::string sock = get_arg(args, "socket");
+  if (sock.empty()) sock = "/run/memif.sock";
+  return !memif_listening(sock, get_arg(args, "socket-abstract") != "no");
+}
+
 std::string start_failure_cause(const std::string& name, const std::string& args, int ret) {
-  if (name.rfind("net_memif", 0) == 0 && get_arg(args, "role") == "client") {
+  if (memif_server_gone(name, args)) {
     std::string sock = get_arg(args, "socket");
-    if (sock.empty()) sock = "/run/memif.sock";
-    if (!memif_listening(sock, get_arg(args, "socket-abstract") != "no"))
-      return "no memif server listens on socket '" + sock +
-             "' (start the server first, or give both processes role=auto)";
+    return "no memif server listens on socket '" + (sock.empty() ? "/run/memif.sock" : sock) +
+           "' (start the server first, or give both processes role=auto)";
   }
   return err_text(ret);
 }

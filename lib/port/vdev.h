@@ -28,6 +28,9 @@ Result<uint16_t> spec_mtu(const std::string& name, const std::string& args);
 /// role=auto resolved, dpfab's own keys removed). *role_lock holds a memif role=auto role.
 Result<std::string> create_vdev(const std::string& spec, uint16_t mtu, UniqueFd* role_lock);
 
+/// A memif client (`args` as probed) whose server does not listen (any more).
+bool memif_server_gone(const std::string& name, const std::string& args);
+
 /// What keeps a created device from starting, when DPDK's error `ret` says little.
 std::string start_failure_cause(const std::string& name, const std::string& args, int ret);
 

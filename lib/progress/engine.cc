@@ -53,6 +53,7 @@ PortEngine::PortEngine(port::Port* p)
   // receive ring and to transmit (fi_dpdk(7), FI_DPDK_MBUFS).
   set_held_limit(p->mempool()->size / 2);
   memif_ = p->info().driver == "net_memif";
+  stopped_ = p->info().created && !p->device_started();  // no bursts until a restart succeeds
   // udp_checksum = auto (set_udp_checksum): none on links that stay in this host's memory.
   tx_caps_.udp_none = memif_ || p->info().driver == "net_ring";
   shared_link_ = p->info().driver == "net_af_packet" || p->info().driver == "net_af_xdp";
