@@ -23,7 +23,12 @@ for s in "arguments: dpfab --no-huge --no-shconf --no-pci" "main (application th
   check "prints '$s'" grep -q -- "$s" "$out"
 done
 peak=$(sed -n 's/^resident memory .* \([0-9]*\) KiB peak$/\1/p' "$out")
-check "peak resident memory ${peak:-?} KiB <= 65536 KiB (64 MiB)" test "${peak:-999999}" -le 65536
+# The bound is the plain build's (43 MiB measured). Under scripts/test.sh's AddressSanitizer run
+# (DPFAB_STOCK_PRELOAD set) ASan's shadow memory and allocator add about 26 MiB to the same
+# process (69 MiB measured): its bound is 96 MiB, still a check that nothing grew unbounded.
+limit=65536
+[ -n "${DPFAB_STOCK_PRELOAD:-}" ] && limit=98304
+check "peak resident memory ${peak:-?} KiB <= $limit KiB" test "${peak:-999999}" -le "$limit"
 
 FI_DPDK_PORTS="net_ring0;net_null0" FI_DPDK_IPV4="10.9.0.1/24" FI_DPDK_LCORE_SPIN_US=-1 \
   timeout 60 "$info" >"$out" 2>"$err"; rc=$?
