@@ -378,7 +378,8 @@ int rdm_endpoint_open(Domain* dom, fi_info* info, fid_ep** ep, void* context) no
   c.core.seg_size = static_cast<uint32_t>(wire::max_payload(mtu) - wire::kRdmHeaderLen);
   // Out-of-order copies: the same bytes whatever the MTU (1024 slots of a 1500-MTU segment), at
   // least four peers' full windows.
-  c.core.reorder_slots = std::max<uint32_t>(256, 1024 * 1376 / c.core.seg_size);
+  const auto standard_seg = static_cast<uint32_t>(wire::max_payload(1500) - wire::kRdmHeaderLen);
+  c.core.reorder_slots = std::max<uint32_t>(256, 1024 * standard_seg / c.core.seg_size);
   c.core.tx_ops = info->tx_attr && info->tx_attr->size ? static_cast<uint32_t>(info->tx_attr->size)
                                                        : (cfg ? cfg->tx_depth : 512);
   c.core.rx_ops = info->rx_attr && info->rx_attr->size ? static_cast<uint32_t>(info->rx_attr->size)
