@@ -21,6 +21,8 @@ namespace {
 
 constexpr size_t kPageSize = 4096;
 constexpr char kMagic[8] = {'d', 'p', 'f', 'a', 'b', 'k', '1', 0};
+// The answer to a hello that was taken (no fds): the peer's sender holds our half from now on.
+constexpr char kAckMagic[8] = {'d', 'p', 'f', 'a', 'b', 'k', 'a', 0};
 constexpr unsigned kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 
 socklen_t abstract_addr(const std::string& name, sockaddr_un* sa) {
@@ -122,6 +124,11 @@ bool KickChannel::send_hello() noexcept {
   return sendmsg(conn_.get(), &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(kMagic));
 }
 
+bool KickChannel::send_ack() noexcept {
+  return send(conn_.get(), kAckMagic, sizeof(kAckMagic), MSG_NOSIGNAL) ==
+         static_cast<ssize_t>(sizeof(kAckMagic));
+}
+
 void KickChannel::on_conn_readable() noexcept {
   char buf[sizeof(kMagic) + 1];
   char cbuf[CMSG_SPACE(4 * sizeof(int))] = {};
@@ -148,6 +155,11 @@ void KickChannel::on_conn_readable() noexcept {
   if (n <= 0) {  // the peer is gone
     drop_connection();
     disconnects.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (n == static_cast<ssize_t>(sizeof(kAckMagic)) && nfds == 0 &&
+      std::memcmp(buf, kAckMagic, sizeof(kAckMagic)) == 0) {
+    acked_ = true;  // the peer's sender kicks us from now on
     return;
   }
   struct stat st {};
@@ -177,10 +189,14 @@ void KickChannel::on_conn_readable() noexcept {
     return;
   }
   hellos.fetch_add(1, std::memory_order_relaxed);
+  // After publish: the peer relies on our kicks only once our sender holds its half.
+  if (!send_ack())
+    DPFAB_INFO(FI_LOG_CORE, "memif kick: could not acknowledge on @%s", name_.c_str());
 }
 
 void KickChannel::drop_connection() noexcept {
   conn_.reset();
+  acked_ = false;
   drop_peer();
 }
 

@@ -18,6 +18,13 @@
 //     eventfd. Only the first send after the receiver armed pays the syscall.
 //   Store buffering: either K2 sees the frame (the ring's head was stored before S1), or S2 sees
 //   the flag (stored at K1, before K2's read of the head). No frame waits for an idle poll.
+//   - The argument needs the peer's sender to hold our half when we rely on it. Having the peer's
+//     hello says only that we can kick the peer, not that the peer can kick us: the peer may not
+//     have read our hello yet (its wakeup thread preempted). So an end that took the peer's hello
+//     (and handed it to its sender) answers with an ack; only an end that got the ack lets its
+//     sleepers rely on the kick (peer_kicks_us()); until then the port is polled while idle.
+//     Trusting the hello alone stranded a frame for as long as the sleeper's wait (seen under
+//     ASan on a loaded machine: the first reply of a link, sent before the peer read our hello).
 //
 // Bad input from the socket (any local process can connect to an abstract name) is refused and
 // loses nothing: wrong credentials (another user), a hello without its magic or fds, a memfd that
@@ -70,12 +77,16 @@ class KickChannel {
   /// Server: accepts a waiting connection, replacing the current one. Client: connects when not
   /// connected. Either way sends our hello. True when a new connection was made.
   bool accept_or_connect() noexcept;
-  /// The connection is readable: takes the peer's hello (and publishes it), or notices that the
-  /// peer is gone (then withdraws its half and drops the connection).
+  /// The connection is readable: takes the peer's hello (publishes it and acknowledges it) or its
+  /// ack of ours, or notices that the peer is gone (then withdraws its half and drops the
+  /// connection).
   void on_conn_readable() noexcept;
 
   /// The peer's half once its hello arrived; {} before, and after the connection ended.
   Peer peer() const noexcept { return peer_; }
+  /// Whether the peer acknowledged our hello: its sender holds our half and kicks us when we arm.
+  /// False before, and after the connection ended. Owner thread.
+  bool peer_kicks_us() const noexcept { return acked_; }
   bool connected() const noexcept { return conn_.valid(); }
 
   /// Our eventfd: readable after the peer kicked us.
@@ -98,6 +109,7 @@ class KickChannel {
 
  private:
   bool send_hello() noexcept;
+  bool send_ack() noexcept;
   void drop_connection() noexcept;
   void drop_peer() noexcept;
 
@@ -110,6 +122,7 @@ class KickChannel {
   void* peer_page_ = nullptr;
   UniqueFd peer_wake_;
   Peer peer_;
+  bool acked_ = false;  // the peer took our hello (its ack came on this connection)
 };
 
 }  // namespace dpfab::progress

@@ -75,8 +75,8 @@ struct PortWatch {
   bool polled() const noexcept {
     return intr == port::RxInterrupt::kNone || intr_failed || fd_muted;
   }
-  // The peer kicks us: idle polls are a safety net only.
-  bool kicked() const noexcept { return kick && kick->peer().flag; }
+  // The peer kicks us (it acknowledged our hello): idle polls are a safety net only.
+  bool kicked() const noexcept { return kick && kick->peer_kicks_us(); }
 };
 extern PortWatch g_ports[RTE_MAX_ETHPORTS];
 

@@ -84,9 +84,15 @@ bool on_kick_fd(Thread& t, PortWatch& p, int fd, int64_t now) noexcept {
   if (p.kicked() && p.active) {
     arm_kick(t, p);  // kicks came into use while watching
     service(p, Cause::kIdlePoll, now);
-  } else if (p.active) {  // kicks are gone: idle polls again, from the shortest interval
-    p.interval_ns.store(kIdlePollMinNs, std::memory_order_relaxed);
-    p.next_poll_ns = now;
+  } else {
+    // Kicks are gone. Sleepers that armed while they were in use sleep on the port's fds with
+    // nobody watching: fire the port's timer fd (rekick, now that the kick is not in use) so that
+    // they arm again, and are watched from then on.
+    p.engine->wake().rekick();
+    if (p.active) {  // idle polls again, from the shortest interval
+      p.interval_ns.store(kIdlePollMinNs, std::memory_order_relaxed);
+      p.next_poll_ns = now;
+    }
   }
   return true;
 }

@@ -49,11 +49,57 @@ std::string unique_link(const char* what) {
 bool handshake(End& server, End& client) {
   if (!client.ch->accept_or_connect()) return false;
   if (!fd_readable(server.ch->listen_fd(), 2000) || !server.ch->accept_or_connect()) return false;
-  for (int i = 0; i < 100 && (!server.published.flag || !client.published.flag); ++i) {
+  auto done = [&] {
+    return server.published.flag && client.published.flag && server.ch->peer_kicks_us() &&
+           client.ch->peer_kicks_us();
+  };
+  for (int i = 0; i < 100 && !done(); ++i) {
     if (fd_readable(server.ch->conn_fd(), 10)) server.ch->on_conn_readable();
     if (fd_readable(client.ch->conn_fd(), 10)) client.ch->on_conn_readable();
   }
-  return server.published.flag && client.published.flag;
+  return done();
+}
+
+// Having the peer's hello is not enough to rely on its kicks: the peer's sender gets our half only
+// when the peer reads our hello. An end relies on the kick (peer_kicks_us) once the peer
+// acknowledged. Trusting the hello alone stranded a frame sent in between (integration-wakeup-
+// memif under ASan on a loaded machine).
+TEST(MemifKick, AnEndReliesOnTheKickOnlyAfterThePeerTookItsHello) {
+  const std::string link = unique_link("ack");
+  End server(link, true), client(link, false);
+  ASSERT_TRUE(server.ch->open());
+  ASSERT_TRUE(client.ch->open());
+  ASSERT_TRUE(client.ch->accept_or_connect());  // the client's hello is queued
+  ASSERT_TRUE(fd_readable(server.ch->listen_fd(), 2000));
+  ASSERT_TRUE(server.ch->accept_or_connect());  // the server's hello is queued
+  // The client takes the server's hello; the server has not read the client's yet.
+  ASSERT_TRUE(fd_readable(client.ch->conn_fd(), 2000));
+  client.ch->on_conn_readable();
+  EXPECT_NE(client.published.flag, nullptr) << "the client can kick the server";
+  EXPECT_EQ(server.published.flag, nullptr);
+  EXPECT_FALSE(client.ch->peer_kicks_us()) << "the server cannot kick the client yet";
+  EXPECT_FALSE(server.ch->peer_kicks_us());
+  // The server reads the client's hello: it publishes, then acknowledges.
+  ASSERT_TRUE(fd_readable(server.ch->conn_fd(), 2000));
+  server.ch->on_conn_readable();
+  ASSERT_NE(server.published.flag, nullptr);
+  EXPECT_FALSE(server.ch->peer_kicks_us()) << "the client's ack has not been read";
+  ASSERT_TRUE(fd_readable(client.ch->conn_fd(), 2000));
+  client.ch->on_conn_readable();
+  EXPECT_TRUE(client.ch->peer_kicks_us());
+  ASSERT_TRUE(fd_readable(server.ch->conn_fd(), 2000));
+  server.ch->on_conn_readable();
+  EXPECT_TRUE(server.ch->peer_kicks_us());
+  // And it holds: an armed client is kicked by the server's sender.
+  client.ch->arm();
+  KickChannel::kick(server.published);
+  EXPECT_TRUE(fd_readable(client.ch->wake_fd(), 1000));
+  // The connection ends: nobody relies on it any more.
+  server.ch.reset();
+  ASSERT_TRUE(fd_readable(client.ch->conn_fd(), 2000));
+  client.ch->on_conn_readable();
+  EXPECT_FALSE(client.ch->connected());
+  EXPECT_FALSE(client.ch->peer_kicks_us());
 }
 
 TEST(MemifKick, EndsExchangeHellosAndKickOnlyWhenArmed) {
@@ -181,6 +227,7 @@ TEST(MemifKick, MalformedHellosAreRefusedAndNothingIsTaken) {
       {"a page that may shrink", magic, sizeof(magic), {unsealed, efd}, 2},
       {"a page too small", magic, sizeof(magic), {small, efd}, 2},
       {"short", magic, 3, {unsealed, efd}, 2},
+      {"an ack carrying fds", "dpfabka", 8, {unsealed, efd}, 2},
   };
   uint64_t refused = 0;
   for (const auto& c : cases) {
@@ -234,6 +281,7 @@ TEST(MemifKick, APeerTheSenderDoesNotTakeIsNotKept) {
   EXPECT_EQ(client.published.flag, nullptr);
   EXPECT_EQ(client.publishes, 0);
   EXPECT_NE(server.published.flag, nullptr);
+  EXPECT_FALSE(server.ch->peer_kicks_us()) << "acknowledged a hello that was not taken";
 }
 
 }  // namespace
