@@ -20,6 +20,7 @@
 #include "common/clock.h"
 #include "common/counter.h"
 #include "common/log.h"
+#include "wire/cm.h"
 #include "wire/multicast.h"
 
 namespace dpfab::progress {
@@ -56,6 +57,7 @@ PortEngine::PortEngine(port::Port* p)
   stopped_ = p->info().created && !p->device_started();  // no bursts until a restart succeeds
   // udp_checksum = auto (set_udp_checksum): none on links that stay in this host's memory.
   tx_caps_.udp_none = memif_ || p->info().driver == "net_ring";
+  loopback_alias_ = memif_ || p->info().driver == "net_ring";
   shared_link_ = p->info().driver == "net_af_packet" || p->info().driver == "net_af_xdp";
   prefault_pending_ = memif_;
 }
@@ -216,7 +218,8 @@ PortEngine::Handled PortEngine::handle(rte_mbuf* m) noexcept {
   switch (wire::decode_mbuf(m, &f, decode_)) {
     case wire::Verdict::kData: {
       if (unlikely(wire::is_multicast_ipv4(f.dst_ip_be))) return deliver_group(f, m);
-      if (unlikely(f.dst_ip_be != ipv4_be_ ||
+      if (unlikely((f.dst_ip_be != ipv4_be_ &&
+                    !(loopback_alias_ && wire::is_loopback_ipv4(f.dst_ip_be))) ||
                    !rte_is_same_ether_addr(&f.dst_mac, &port_->info().mac))) {
         bump(stats_.not_ours);
         return Handled::kFree;
@@ -224,6 +227,7 @@ PortEngine::Handled PortEngine::handle(rte_mbuf* m) noexcept {
       proto::Receiver* r = demux_[rte_be_to_cpu_16(f.dst_port_be)].load(std::memory_order_acquire);
       if (!r) {
         bump(stats_.no_listener);
+        if (f.header.type == wire::Type::kCm) answer_unbound_cm(f);
         return Handled::kFree;
       }
       return r->deliver(f, m) ? Handled::kKept : Handled::kDelivered;
@@ -231,6 +235,14 @@ PortEngine::Handled PortEngine::handle(rte_mbuf* m) noexcept {
     case wire::Verdict::kArp: {
       bump(stats_.arp);
       wire::Local local{port_->info().mac, ipv4_be_};
+      // A request for a loopback address on a port inside this host is answered as ours, in
+      // that address's name (loopback_alias()).
+      wire::ArpMessage msg;
+      if (loopback_alias_ &&
+          wire::parse_arp(std::span<const uint8_t>(f.payload, f.payload_len), &msg) ==
+              wire::ArpVerdict::kRequest &&
+          wire::is_loopback_ipv4(msg.tpa_be))
+        local.ip_be = msg.tpa_be;
       uint8_t reply[wire::kMinFrameLen];
       auto r = wire::handle_arp_st(std::span<const uint8_t>(f.payload, f.payload_len), local,
                                    neigh_, static_cast<uint64_t>(now_ns()), reply, arp_stats_);
@@ -394,6 +406,41 @@ void PortEngine::check_link() noexcept {
   stopped_ = port_->restart() != 0;
   unlock_tx();
   stats_.restarts.fetch_add(1, std::memory_order_relaxed);
+}
+
+void PortEngine::answer_unbound_cm(const wire::Frame& f) noexcept {
+  wire::CmHeader h;
+  std::span<const uint8_t> data;
+  wire::CmDecodeStats decode;
+  if (!f.payload || wire::decode_cm(f.header, {f.payload, f.payload_len}, &h, &data, decode) !=
+                        wire::CmVerdict::kOk) {
+    msg_stats_.cm_rejected.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  wire::CmHeader a;
+  switch (h.kind) {
+    case wire::CmKind::kConnReq:
+      a.kind = wire::CmKind::kReject;
+      a.flags = wire::kCmNoListener;
+      a.dst_id = h.src_id;
+      break;
+    case wire::CmKind::kShutdown:
+      a.kind = wire::CmKind::kShutdownAck;
+      a.src_id = h.dst_id;
+      a.dst_id = h.src_id;
+      break;
+    case wire::CmKind::kKeepalive:
+      a.kind = wire::CmKind::kShutdown;
+      a.src_id = h.dst_id;
+      a.dst_id = h.src_id;
+      break;
+    default:
+      return;
+  }
+  // From the UDP port the frame went to (the endpoint that is not there), to its sender.
+  if (proto::send_cm_frame(this, f.dst_port_be, rte_cpu_to_be_16(f.header.dst_ep),
+                           proto::frame_source(f), a, {}, &msg_stats_))
+    msg_stats_.no_listener.fetch_add(1, std::memory_order_relaxed);
 }
 
 void PortEngine::tick_neighbours() noexcept {

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "proto/msg_passive.h"
+
+#include <rdma/fi_errno.h>
+
+#include <new>
+
+#include "common/clock.h"
+#include "wire/cm.h"
+
+namespace dpfab::proto {
+
+namespace {
+uint64_t now_ns() noexcept { return static_cast<uint64_t>(clock::mono_ns()); }
+}  // namespace
+
+void PassiveEndpoint::set_address(uint16_t udp_port_be, uint16_t ep_id_be) noexcept {
+  std::lock_guard lock(mu_);
+  udp_port_be_ = udp_port_be;
+  ep_id_be_ = ep_id_be;
+}
+
+bool PassiveEndpoint::send_reject(const wire::Address& to, uint32_t conn_id,
+                                  std::span<const uint8_t> data) noexcept {
+  wire::CmHeader h;
+  h.kind = wire::CmKind::kReject;
+  h.dst_id = conn_id;
+  h.data_len = static_cast<uint16_t>(data.size());
+  return send_cm_frame(link_, udp_port_be_, ep_id_be_, to, h, data, stats_);
+}
+
+int PassiveEndpoint::reject(const wire::Address& to, uint32_t conn_id,
+                            std::span<const uint8_t> data) noexcept {
+  if (data.size() > wire::kCmMaxData || conn_id == 0) return -FI_EINVAL;
+  std::lock_guard lock(mu_);
+  try {
+    table_.rejected(key_of(to, conn_id), data, now_ns());
+  } catch (const std::bad_alloc&) {
+    // Not remembered: a repeat of the request is reported again. The reject still goes.
+  }
+  return send_reject(to, conn_id, data) ? 0 : -FI_EAGAIN;
+}
+
+void PassiveEndpoint::accepted(const wire::Address& from, uint32_t conn_id) noexcept {
+  std::lock_guard lock(mu_);
+  table_.accepted(key_of(from, conn_id), now_ns());
+}
+
+bool PassiveEndpoint::deliver(const wire::Frame& f, rte_mbuf*) noexcept {
+  if (f.header.type != wire::Type::kCm || !f.payload) return false;
+  wire::CmHeader h;
+  std::span<const uint8_t> data;
+  wire::CmDecodeStats decode;  // counted in the port's MSG counters
+  if (wire::decode_cm(f.header, {f.payload, f.payload_len}, &h, &data, decode) !=
+      wire::CmVerdict::kOk) {
+    stats_->cm_rejected.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  stats_->cm_rx.fetch_add(1, std::memory_order_relaxed);
+  if (h.kind != wire::CmKind::kConnReq) {  // a passive endpoint has no connection
+    stats_->stale_cm.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  const wire::Address from = frame_source(f);
+  std::lock_guard lock(mu_);
+  msg::ListenTable::Seen seen;
+  try {
+    seen = table_.on_request(key_of(from, h.src_id), now_ns());
+  } catch (const std::bad_alloc&) {
+    seen = msg::ListenTable::Seen::kFull;
+  }
+  switch (seen) {
+    case msg::ListenTable::Seen::kNew:
+      stats_->connreqs.fetch_add(1, std::memory_order_relaxed);
+      sink_->connreq(from, h.src_id, data);
+      break;
+    case msg::ListenTable::Seen::kRejected:
+      stats_->connreq_repeats.fetch_add(1, std::memory_order_relaxed);
+      send_reject(from, h.src_id, table_.reject_data(key_of(from, h.src_id)));
+      break;
+    case msg::ListenTable::Seen::kFull:
+      stats_->connreq_full.fetch_add(1, std::memory_order_relaxed);
+      break;
+    default:
+      stats_->connreq_repeats.fetch_add(1, std::memory_order_relaxed);
+      break;
+  }
+  return false;
+}
+
+}  // namespace dpfab::proto

@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// PassiveEndpoint: the receiving side of an FI_EP_MSG passive endpoint (fi_passive_ep,
+// fi_listen) on a UDP port of its own. It takes kConnReq frames (wire/cm.h), reports each
+// request once (Sink::connreq: the driver writes FI_CONNREQ with an fi_info whose handle names
+// the request), drops the repeats its connector sends while the application decides, and answers
+// the repeats of a rejected request with the same reject (msg_listen.h). fi_accept happens on the
+// accepting endpoint (msg_endpoint.h), which answers from its own UDP port; fi_reject here.
+//
+// Threads: deliver runs on the port's RX owner, reject/accepted on application threads; they
+// serialise on one mutex, which may be held while the sink writes an EQ and while a reject is
+// transmitted, never while the port is polled.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <span>
+
+#include "proto/endpoint.h"
+#include "proto/msg_endpoint.h"
+#include "proto/msg_listen.h"
+#include "wire/address.h"
+
+namespace dpfab::proto {
+
+class PassiveEndpoint final : public Receiver {
+ public:
+  /// Where requests are reported (the RX owner's thread, under the passive endpoint's lock).
+  class Sink {
+   public:
+    virtual ~Sink() = default;
+    /// A new connection request from `from` (the connector's address), connection id
+    /// `conn_id`, with the connector's data.
+    virtual void connreq(const wire::Address& from, uint32_t conn_id,
+                         std::span<const uint8_t> data) noexcept = 0;
+  };
+
+  PassiveEndpoint(Link* link, MsgPortStats* stats, Sink* sink,
+                  const msg::ListenTable::Config& cfg = {})
+      : link_(link), stats_(stats), sink_(sink), table_(cfg) {}
+
+  /// Our UDP port and endpoint id (network order), before the port is bound.
+  void set_address(uint16_t udp_port_be, uint16_t ep_id_be) noexcept;
+  /// fi_reject of the request `conn_id` from `to`: sends a kReject with `data` (at most
+  /// wire::kCmMaxData bytes), and again to each repeat of the request. 0; -FI_EINVAL for too
+  /// much data; -FI_EAGAIN when the port took no frame (the connector's repeat gets it).
+  int reject(const wire::Address& to, uint32_t conn_id, std::span<const uint8_t> data) noexcept;
+  /// fi_accept of that request (on its endpoint): repeats of it are dropped from now on.
+  void accepted(const wire::Address& from, uint32_t conn_id) noexcept;
+
+  bool deliver(const wire::Frame& f, rte_mbuf* m) noexcept override;
+
+ private:
+  static msg::ListenTable::Key key_of(const wire::Address& a, uint32_t id) noexcept {
+    return {a.ipv4_be, a.udp_port_be, a.ep_id_be, id};
+  }
+  bool send_reject(const wire::Address& to, uint32_t conn_id,
+                   std::span<const uint8_t> data) noexcept;
+
+  Link* link_;
+  MsgPortStats* stats_;
+  Sink* sink_;
+  uint16_t udp_port_be_ = 0, ep_id_be_ = 0;
+  std::mutex mu_;
+  msg::ListenTable table_;  // under mu_
+};
+
+}  // namespace dpfab::proto
