@@ -15,6 +15,11 @@
 //   - fi_control: FI_GETWAIT (FD: int*, POLLFD: fi_wait_pollfd*, MUTEX_COND: fi_mutex_cond*,
 //     SET: the wait set's object, others -FI_ENODATA), FI_GETWAITOBJ.
 #include "event/eq.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+
 #include "dpdk.h"
 
 namespace dpfab::ofi {
@@ -23,6 +28,9 @@ namespace {
 struct EqFid {
   fid_eq fid{};
   Fabric* fabric = nullptr;
+  /// The port its reads and waits progress (eq_progress_port): the first port, until the first
+  /// passive or MSG endpoint bound to it names its own.
+  std::atomic<bool> port_chosen{false};
   std::unique_ptr<event::Eq> eq;
   fi_wait_obj wait_obj = FI_WAIT_NONE;  ///< as opened, FI_WAIT_UNSPEC resolved
   fid_wait* wait_set = nullptr;         ///< FI_WAIT_SET: the set joined
@@ -116,7 +124,32 @@ fi_ops_eq g_eq_ops = {
     .strerror = eq_strerror,
 };
 
+// One consumer per port for the EQs of the process: they live as long as the process (an EQ's
+// waits may be on one while an endpoint closes), made when a port's first EQ needs one.
+progress::PortConsumer* eq_consumer(progress::PortEngine* engine, const config::Config* cfg) {
+  static std::mutex mutex;
+  static auto* consumers = new std::map<uint16_t, std::unique_ptr<progress::PortConsumer>>();
+  std::lock_guard lock(mutex);
+  auto& c = (*consumers)[engine->port()->info().port_id];
+  if (!c) c = std::make_unique<progress::PortConsumer>();
+  if (c->engine() != engine)  // first use, or a port opened again after a provider cleanup
+    c->attach(engine,
+              progress::SpinConfig{cfg ? cfg->spin_auto : true, cfg ? cfg->spin_us * 1000 : 0,
+                                   cfg ? cfg->spin_max_us * 1000 : 100'000});
+  return c.get();
+}
+
 }  // namespace
+
+void eq_progress_port(fid_eq* eq, progress::PortEngine* engine) noexcept {
+  EqFid* e = as_eq(eq);
+  if (!e || !engine) return;
+  if (e->port_chosen.exchange(true, std::memory_order_acq_rel)) return;
+  try {
+    e->eq->set_progress(eq_consumer(engine, e->fabric->cfg));
+  } catch (...) {  // out of memory: the EQ keeps the port it had
+  }
+}
 
 int eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** eq, void* context) noexcept {
   return guard("fi_eq_open", [&]() -> int {
@@ -154,6 +187,14 @@ int eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** eq, void* context) no
     opts.api_version = api_version(fab);
     opts.fid = &e->fid.fid;
     e->eq = std::make_unique<event::Eq>(std::move(signal.value()), opts);
+    // Connection events arrive on a port: the EQ progresses the process's first one until a
+    // passive or MSG endpoint bound to it names its own (before joining a wait set, which
+    // records its members' progress sources).
+    for (const auto& p : port::ports())
+      if (auto engine = progress::PortEngine::of(p.get())) {
+        e->eq->set_progress(eq_consumer(*engine, fab->cfg));
+        break;
+      }
     if (wait_set) {
       if (int r = waitset_join(wait_set, e->eq.get(), context); r != FI_SUCCESS) return r;
     }

@@ -20,7 +20,6 @@
 #include "common/clock.h"
 #include "common/counter.h"
 #include "common/log.h"
-#include "wire/cm.h"
 #include "wire/multicast.h"
 
 namespace dpfab::progress {
@@ -227,7 +226,7 @@ PortEngine::Handled PortEngine::handle(rte_mbuf* m) noexcept {
       proto::Receiver* r = demux_[rte_be_to_cpu_16(f.dst_port_be)].load(std::memory_order_acquire);
       if (!r) {
         bump(stats_.no_listener);
-        if (f.header.type == wire::Type::kCm) answer_unbound_cm(f);
+        if (f.header.type == wire::Type::kCm) proto::answer_absent_cm(this, f, &msg_stats_);
         return Handled::kFree;
       }
       return r->deliver(f, m) ? Handled::kKept : Handled::kDelivered;
@@ -406,41 +405,6 @@ void PortEngine::check_link() noexcept {
   stopped_ = port_->restart() != 0;
   unlock_tx();
   stats_.restarts.fetch_add(1, std::memory_order_relaxed);
-}
-
-void PortEngine::answer_unbound_cm(const wire::Frame& f) noexcept {
-  wire::CmHeader h;
-  std::span<const uint8_t> data;
-  wire::CmDecodeStats decode;
-  if (!f.payload || wire::decode_cm(f.header, {f.payload, f.payload_len}, &h, &data, decode) !=
-                        wire::CmVerdict::kOk) {
-    msg_stats_.cm_rejected.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  wire::CmHeader a;
-  switch (h.kind) {
-    case wire::CmKind::kConnReq:
-      a.kind = wire::CmKind::kReject;
-      a.flags = wire::kCmNoListener;
-      a.dst_id = h.src_id;
-      break;
-    case wire::CmKind::kShutdown:
-      a.kind = wire::CmKind::kShutdownAck;
-      a.src_id = h.dst_id;
-      a.dst_id = h.src_id;
-      break;
-    case wire::CmKind::kKeepalive:
-      a.kind = wire::CmKind::kShutdown;
-      a.src_id = h.dst_id;
-      a.dst_id = h.src_id;
-      break;
-    default:
-      return;
-  }
-  // From the UDP port the frame went to (the endpoint that is not there), to its sender.
-  if (proto::send_cm_frame(this, f.dst_port_be, rte_cpu_to_be_16(f.header.dst_ep),
-                           proto::frame_source(f), a, {}, &msg_stats_))
-    msg_stats_.no_listener.fetch_add(1, std::memory_order_relaxed);
 }
 
 void PortEngine::tick_neighbours() noexcept {

@@ -178,10 +178,6 @@ class PortEngine final : public proto::Link {
   /// events delivered; -1 when another thread owns the receive side.
   long poll_step(uint16_t* received) noexcept;
   Handled handle(rte_mbuf* m) noexcept;
-  // RX owner: a CM frame for a UDP port nobody bound is answered as a closed TCP port would be:
-  // a connection request with a reject (kCmNoListener), a kShutdown with its acknowledgement, a
-  // keepalive with a kShutdown (the endpoint is gone). Stateless: nothing else is answered.
-  void answer_unbound_cm(const wire::Frame& f) noexcept;
   // RX owner: a copy of a group frame to each member.
   Handled deliver_group(const wire::Frame& f, rte_mbuf* m) noexcept;
   size_t drain_backlogs() noexcept;  // RX owner

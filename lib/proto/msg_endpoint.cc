@@ -67,6 +67,40 @@ bool send_cm_frame(Link* link, uint16_t src_port_be, uint16_t src_ep_be, const w
   return true;
 }
 
+void answer_absent_cm(Link* link, const wire::Frame& f, MsgPortStats* stats) noexcept {
+  wire::CmHeader h;
+  std::span<const uint8_t> data;
+  wire::CmDecodeStats decode;
+  if (!f.payload || wire::decode_cm(f.header, {f.payload, f.payload_len}, &h, &data, decode) !=
+                        wire::CmVerdict::kOk) {
+    stats->cm_rejected.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  wire::CmHeader a;
+  switch (h.kind) {
+    case wire::CmKind::kConnReq:
+      a.kind = wire::CmKind::kReject;
+      a.flags = wire::kCmNoListener;
+      a.dst_id = h.src_id;
+      break;
+    case wire::CmKind::kShutdown:
+      a.kind = wire::CmKind::kShutdownAck;
+      a.src_id = h.dst_id;
+      a.dst_id = h.src_id;
+      break;
+    case wire::CmKind::kKeepalive:
+      a.kind = wire::CmKind::kShutdown;
+      a.src_id = h.dst_id;
+      a.dst_id = h.src_id;
+      break;
+    default:
+      return;
+  }
+  if (send_cm_frame(link, f.dst_port_be, rte_cpu_to_be_16(f.header.dst_ep), frame_source(f), a, {},
+                    stats))
+    stats->no_listener.fetch_add(1, std::memory_order_relaxed);
+}
+
 wire::Address frame_source(const wire::Frame& f) noexcept {
   wire::Address a;
   std::memcpy(a.mac, f.src_mac.addr_bytes, 6);

@@ -67,6 +67,13 @@ bool send_cm_frame(Link* link, uint16_t src_port_be, uint16_t src_ep_be, const w
                    const wire::CmHeader& h, std::span<const uint8_t> data,
                    MsgPortStats* stats) noexcept;
 
+/// A CM frame for an endpoint that is not there (a UDP port nobody bound, an endpoint id of a
+/// shared port nobody holds) is answered as a closed TCP port would be: a connection request with
+/// a reject (kCmNoListener), a kShutdown with its acknowledgement (the sender stops repeating it),
+/// a keepalive with a kShutdown (the endpoint is gone). Stateless; nothing else is answered. From
+/// the address the frame went to. RX owner.
+void answer_absent_cm(Link* link, const wire::Frame& f, MsgPortStats* stats) noexcept;
+
 /// The source address of a decoded frame (MAC, IPv4, UDP port, endpoint id).
 wire::Address frame_source(const wire::Frame& f) noexcept;
 

@@ -2,6 +2,9 @@
 #include "proto/msg_passive.h"
 
 #include <rdma/fi_errno.h>
+#include <rte_byteorder.h>
+
+#include <algorithm>
 
 #include <new>
 
@@ -13,6 +16,68 @@ namespace dpfab::proto {
 namespace {
 uint64_t now_ns() noexcept { return static_cast<uint64_t>(clock::mono_ns()); }
 }  // namespace
+
+// ---- PortShare ---------------------------------------------------------------------------------
+
+PortShare::PortShare(Link* link, MsgPortStats* stats, Receiver* passive) noexcept
+    : link_(link), stats_(stats) {
+  slots_[0].store(passive, std::memory_order_relaxed);
+}
+
+uint16_t PortShare::add(Receiver* r) noexcept {
+  std::lock_guard lock(mu_);
+  for (uint16_t i = 1; i < kMaxEndpoints; ++i) {
+    if (slots_[i].load(std::memory_order_relaxed)) continue;
+    // Release: the RX owner that finds the slot sees the endpoint's state written before.
+    slots_[i].store(r, std::memory_order_release);
+    if (used_.load(std::memory_order_relaxed) <= i)
+      used_.store(static_cast<uint16_t>(i + 1), std::memory_order_release);
+    return rte_cpu_to_be_16(i);
+  }
+  return 0;
+}
+
+void PortShare::remove_rx_owner(uint16_t ep_be) noexcept {
+  const uint16_t i = rte_be_to_cpu_16(ep_be);
+  if (i < kMaxEndpoints) slots_[i].store(nullptr, std::memory_order_release);
+}
+
+bool PortShare::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
+  Receiver* r = f.header.dst_ep < kMaxEndpoints
+                    ? slots_[f.header.dst_ep].load(std::memory_order_acquire)
+                    : nullptr;
+  if (r) return r->deliver(f, m);
+  if (f.header.type == wire::Type::kCm) answer_absent_cm(link_, f, stats_);
+  return false;
+}
+
+bool PortShare::has_backlog() const noexcept {
+  const uint16_t used = used_.load(std::memory_order_acquire);
+  for (uint16_t i = 0; i < used; ++i)
+    if (Receiver* r = slots_[i].load(std::memory_order_acquire); r && r->has_backlog()) return true;
+  return false;
+}
+
+size_t PortShare::drain_backlog() noexcept {
+  size_t n = 0;
+  const uint16_t used = used_.load(std::memory_order_acquire);
+  for (uint16_t i = 0; i < used; ++i)
+    if (Receiver* r = slots_[i].load(std::memory_order_acquire); r && r->has_backlog())
+      n += r->drain_backlog();
+  return n;
+}
+
+uint64_t PortShare::timer_due_ns() const noexcept {
+  uint64_t due = UINT64_MAX;
+  const uint16_t used = used_.load(std::memory_order_acquire);
+  for (uint16_t i = 0; i < used; ++i)
+    if (Receiver* r = slots_[i].load(std::memory_order_acquire); r && r->has_backlog())
+      due = std::min(due, r->timer_due_ns());
+  return due;
+}
+
+// ---- PassiveEndpoint
+// -----------------------------------------------------------------------------
 
 void PassiveEndpoint::set_address(uint16_t udp_port_be, uint16_t ep_id_be) noexcept {
   std::lock_guard lock(mu_);

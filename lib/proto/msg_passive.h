@@ -12,6 +12,7 @@
 // transmitted, never while the port is polled.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <span>
@@ -22,6 +23,39 @@
 #include "wire/address.h"
 
 namespace dpfab::proto {
+
+/// The UDP port of a passive endpoint, shared with the endpoints that accept its requests, as a
+/// TCP listener's port is with its accepted sockets (fabtests fi_msg_sockets checks that
+/// fi_getname of an accepted endpoint is the listener's address). The endpoint id in the dpfab
+/// header tells them apart: 0 is the passive endpoint, each accepting endpoint takes another
+/// (add). Bound to the port's engine in place of the passive endpoint; frames for an endpoint id
+/// nobody holds are answered as for an unbound port (answer_absent_cm). Owned by the passive
+/// endpoint and its accepted endpoints together (the last to close unbinds the UDP port).
+class PortShare final : public Receiver {
+ public:
+  static constexpr uint16_t kMaxEndpoints = 4096;  ///< endpoint ids 0 .. kMaxEndpoints - 1
+
+  PortShare(Link* link, MsgPortStats* stats, Receiver* passive) noexcept;
+  /// An endpoint id for `r` (1 .. kMaxEndpoints - 1, network order), or 0 when all are taken.
+  /// Frames for it go to `r` from now on. Control path, any thread.
+  uint16_t add(Receiver* r) noexcept;
+  /// Frees endpoint id `ep_be` (network order; 0: the passive endpoint closed, requests are
+  /// refused from now on). The caller owns the port's receive side (no poll step is delivering
+  /// to the endpoint: PortEngine::with_rx_owner).
+  void remove_rx_owner(uint16_t ep_be) noexcept;
+
+  bool deliver(const wire::Frame& f, rte_mbuf* m) noexcept override;
+  bool has_backlog() const noexcept override;
+  size_t drain_backlog() noexcept override;
+  uint64_t timer_due_ns() const noexcept override;
+
+ private:
+  Link* link_;
+  MsgPortStats* stats_;
+  std::mutex mu_;                                     // add
+  std::atomic<Receiver*> slots_[kMaxEndpoints] = {};  // by endpoint id (host order)
+  std::atomic<uint16_t> used_{1};                     // ids ever used: the slots scanned
+};
 
 class PassiveEndpoint final : public Receiver {
  public:
