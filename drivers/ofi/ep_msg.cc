@@ -81,7 +81,8 @@ int msg_enable(MsgEp* e) noexcept {
   // The state machine and the core exist before the port is bound: a frame may arrive at once.
   if (int r = e->msg->enable(); r != 0) return r;
   if (e->shared) {  // an endpoint id on the passive endpoint's port
-    const uint16_t id = e->shared->share.add(e->msg.get());
+    const uint16_t id = e->shared->share.add(
+        e->msg.get(), proto::PassiveEndpoint::key_of(e->req.from, e->req.peer_id));
     if (!id) return -FI_EADDRINUSE;
     e->udp_port_be = e->shared->udp_port_be;
     e->ep_id_be = id;

@@ -127,7 +127,7 @@ int pep_listen(fid_pep* pep) noexcept {
   std::shared_ptr<SharedPort> shared;
   if (uint16_t port = p->udp_port_be) {
     shared = std::make_shared<SharedPort>(p->engine, port, p->passive.get());
-    p->passive->set_address(port, 0);
+    p->passive->set_address(port, 0, &shared->share);
     if (int rc = p->engine->bind(port, &shared->share); rc != FI_SUCCESS) {
       shared->udp_port_be = 0;  // not ours to unbind
       return rc;
@@ -137,7 +137,7 @@ int pep_listen(fid_pep* pep) noexcept {
     const uint16_t eph = p->engine->bind_ephemeral(&shared->share);
     if (!eph) return -FI_EADDRINUSE;
     shared->udp_port_be = eph;
-    p->passive->set_address(eph, 0);
+    p->passive->set_address(eph, 0, &shared->share);
     p->udp_port_be = eph;
   }
   p->port = std::move(shared);

@@ -189,8 +189,8 @@ CmConnection::Taken CmConnection::on_cm(const CmHeader& h, std::span<const uint8
 void CmConnection::on_data(uint64_t now) noexcept {
   if (state_ == CmState::kAccepting) {
     become_connected({}, now);
-  } else if (state_ == CmState::kConnected) {
-    last_heard_ = std::max(last_heard_, now);
+  } else {
+    heard(now);
   }
 }
 

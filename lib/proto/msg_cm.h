@@ -130,6 +130,10 @@ class CmConnection {
   /// A data frame of this connection (the peer's source and epoch checked by the caller) arrived:
   /// a sign of life; while accepting, the connector's first data makes the connection up.
   void on_data(uint64_t now) noexcept;
+  /// The peer was last heard from (a data frame) at `when`: liveness only, while connected.
+  void heard(uint64_t when) noexcept {
+    if (state_ == CmState::kConnected && when > last_heard_) last_heard_ = when;
+  }
 
   /// Timers: resends, timeouts, keepalives, the peer's silence. Call by next_deadline().
   void poll(uint64_t now) noexcept;

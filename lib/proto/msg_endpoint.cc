@@ -353,7 +353,7 @@ size_t MsgEndpoint::drain_backlog() noexcept {
     // An application thread in a CM call does the work soon enough; do not wait for it.
     std::unique_lock lock(cm_mu_, std::try_to_lock);
     if (lock.owns_lock()) {
-      cm_.on_data(last_data_ns_.load(std::memory_order_relaxed));
+      cm_.heard(last_data_ns_.load(std::memory_order_relaxed));
       try_resolved(now);
       cm_.poll(now);
       sync();

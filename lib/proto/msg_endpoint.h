@@ -129,6 +129,11 @@ class MsgEndpoint final : public Receiver, private msg::CmSink {
   /// fi_getpeer: the peer's address once connected (or accepting).
   std::optional<wire::Address> peer() const noexcept;
   msg::CmState state() const noexcept { return state_.load(std::memory_order_acquire); }
+  /// Our connection id (0 before enable).
+  uint32_t local_id() const noexcept {
+    std::lock_guard lock(cm_mu_);
+    return local_id_;
+  }
 
   // ---- data path (application threads) ----
   /// fi_send & co to the peer (op.dest is ignored). -FI_ENOTCONN unless connected; else as

@@ -18,13 +18,6 @@ ListenTable::Seen ListenTable::on_request(const Key& k, uint64_t now) {
   return Seen::kNew;
 }
 
-void ListenTable::accepted(const Key& k, uint64_t now) noexcept {
-  if (auto it = records_.find(k); it != records_.end()) {
-    it->second.state = Seen::kAccepted;
-    it->second.expires = now + cfg_.linger_ns;
-  }
-}
-
 void ListenTable::rejected(const Key& k, std::span<const uint8_t> data, uint64_t now) {
   if (auto it = records_.find(k); it != records_.end()) {
     it->second.state = Seen::kRejected;

@@ -7,10 +7,11 @@
 // A request is named by its connector's address (IPv4, UDP port, endpoint id) and the connector's
 // connection id (wire/cm.h), so a connector that comes back with a new endpoint at the same address
 // is a new request. A record lives while the application decides (kPending: a repeated request is
-// dropped) and, after fi_accept (kAccepted: the accepting endpoint answers repeats itself) or
-// fi_reject (kRejected: repeats get the reject again), for `linger_ns`, longer than a connector
-// repeats its request; then it is forgotten. Records are bounded (`max`): a request that finds the
-// table full of live records is dropped (counted by the caller); its connector repeats it.
+// dropped) and, after fi_reject (kRejected: repeats get the reject again), for `linger_ns`, longer
+// than a connector repeats its request; then it is forgotten. fi_accept forgets it at once: the
+// accepting endpoint, which shares the passive endpoint's UDP port (PortShare), is what recognises
+// the repeats from then on. Records are bounded (`max`): a request that finds the table full of
+// live records is dropped (counted by the caller); its connector repeats it.
 //
 // Threading: one owner at a time (the passive endpoint's lock); control path, it allocates.
 #pragma once
@@ -40,7 +41,6 @@ class ListenTable {
   enum class Seen : uint8_t {
     kNew,       ///< first sight: report it (FI_CONNREQ); now kPending
     kPending,   ///< repeated while the application decides: drop it
-    kAccepted,  ///< repeated after fi_accept: drop it (the accepting endpoint repeats its accept)
     kRejected,  ///< repeated after fi_reject: send the reject again (reject_data())
     kFull,      ///< no room for a new record: drop it, the connector repeats it
   };
@@ -49,8 +49,9 @@ class ListenTable {
 
   /// A kConnReq arrived. May throw std::bad_alloc (the caller drops the request).
   Seen on_request(const Key& k, uint64_t now);
-  /// fi_accept / fi_reject of the request `k` (nothing when it was forgotten already).
-  void accepted(const Key& k, uint64_t now) noexcept;
+  /// fi_accept / fi_reject of the request `k` (nothing when it was forgotten already). An accepted
+  /// request is forgotten.
+  void accepted(const Key& k) noexcept { records_.erase(k); }
   void rejected(const Key& k, std::span<const uint8_t> data, uint64_t now);
   /// The data of a rejected request (empty when unknown).
   std::span<const uint8_t> reject_data(const Key& k) const noexcept;

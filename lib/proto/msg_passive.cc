@@ -24,10 +24,11 @@ PortShare::PortShare(Link* link, MsgPortStats* stats, Receiver* passive) noexcep
   slots_[0].store(passive, std::memory_order_relaxed);
 }
 
-uint16_t PortShare::add(Receiver* r) noexcept {
+uint16_t PortShare::add(Receiver* r, const msg::ListenTable::Key& req) noexcept {
   std::lock_guard lock(mu_);
   for (uint16_t i = 1; i < kMaxEndpoints; ++i) {
     if (slots_[i].load(std::memory_order_relaxed)) continue;
+    reqs_[i] = req;
     // Release: the RX owner that finds the slot sees the endpoint's state written before.
     slots_[i].store(r, std::memory_order_release);
     if (used_.load(std::memory_order_relaxed) <= i)
@@ -48,6 +49,13 @@ bool PortShare::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
                     : nullptr;
   if (r) return r->deliver(f, m);
   if (f.header.type == wire::Type::kCm) answer_absent_cm(link_, f, stats_);
+  return false;
+}
+
+bool PortShare::accepted(const msg::ListenTable::Key& req) const noexcept {
+  const uint16_t used = used_.load(std::memory_order_acquire);
+  for (uint16_t i = 1; i < used; ++i)
+    if (slots_[i].load(std::memory_order_acquire) && reqs_[i] == req) return true;
   return false;
 }
 
@@ -79,10 +87,12 @@ uint64_t PortShare::timer_due_ns() const noexcept {
 // ---- PassiveEndpoint
 // -----------------------------------------------------------------------------
 
-void PassiveEndpoint::set_address(uint16_t udp_port_be, uint16_t ep_id_be) noexcept {
+void PassiveEndpoint::set_address(uint16_t udp_port_be, uint16_t ep_id_be,
+                                  const PortShare* share) noexcept {
   std::lock_guard lock(mu_);
   udp_port_be_ = udp_port_be;
   ep_id_be_ = ep_id_be;
+  share_ = share;
 }
 
 bool PassiveEndpoint::send_reject(const wire::Address& to, uint32_t conn_id,
@@ -108,7 +118,7 @@ int PassiveEndpoint::reject(const wire::Address& to, uint32_t conn_id,
 
 void PassiveEndpoint::accepted(const wire::Address& from, uint32_t conn_id) noexcept {
   std::lock_guard lock(mu_);
-  table_.accepted(key_of(from, conn_id), now_ns());
+  table_.accepted(key_of(from, conn_id));
 }
 
 bool PassiveEndpoint::deliver(const wire::Frame& f, rte_mbuf*) noexcept {
@@ -127,10 +137,15 @@ bool PassiveEndpoint::deliver(const wire::Frame& f, rte_mbuf*) noexcept {
     return false;
   }
   const wire::Address from = frame_source(f);
+  const msg::ListenTable::Key key = key_of(from, h.src_id);
   std::lock_guard lock(mu_);
+  if (share_ && share_->accepted(key)) {  // its accepting endpoint repeats its accept itself
+    stats_->connreq_repeats.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
   msg::ListenTable::Seen seen;
   try {
-    seen = table_.on_request(key_of(from, h.src_id), now_ns());
+    seen = table_.on_request(key, now_ns());
   } catch (const std::bad_alloc&) {
     seen = msg::ListenTable::Seen::kFull;
   }
@@ -141,7 +156,7 @@ bool PassiveEndpoint::deliver(const wire::Frame& f, rte_mbuf*) noexcept {
       break;
     case msg::ListenTable::Seen::kRejected:
       stats_->connreq_repeats.fetch_add(1, std::memory_order_relaxed);
-      send_reject(from, h.src_id, table_.reject_data(key_of(from, h.src_id)));
+      send_reject(from, h.src_id, table_.reject_data(key));
       break;
     case msg::ListenTable::Seen::kFull:
       stats_->connreq_full.fetch_add(1, std::memory_order_relaxed);

@@ -36,9 +36,13 @@ class PortShare final : public Receiver {
   static constexpr uint16_t kMaxEndpoints = 4096;  ///< endpoint ids 0 .. kMaxEndpoints - 1
 
   PortShare(Link* link, MsgPortStats* stats, Receiver* passive) noexcept;
-  /// An endpoint id for `r` (1 .. kMaxEndpoints - 1, network order), or 0 when all are taken.
-  /// Frames for it go to `r` from now on. Control path, any thread.
-  uint16_t add(Receiver* r) noexcept;
+  /// An endpoint id for `r` (1 .. kMaxEndpoints - 1, network order), or 0 when all are taken,
+  /// which accepts the request `req`. Frames for it go to `r` from now on. Control path, any
+  /// thread.
+  uint16_t add(Receiver* r, const msg::ListenTable::Key& req) noexcept;
+  /// Whether an endpoint of this port accepted the request `req`: its connector's repeats are
+  /// dropped. RX owner.
+  bool accepted(const msg::ListenTable::Key& req) const noexcept;
   /// Frees endpoint id `ep_be` (network order; 0: the passive endpoint closed, requests are
   /// refused from now on). The caller owns the port's receive side (no poll step is delivering
   /// to the endpoint: PortEngine::with_rx_owner).
@@ -54,6 +58,7 @@ class PortShare final : public Receiver {
   MsgPortStats* stats_;
   std::mutex mu_;                                     // add
   std::atomic<Receiver*> slots_[kMaxEndpoints] = {};  // by endpoint id (host order)
+  msg::ListenTable::Key reqs_[kMaxEndpoints] = {};    // written before its slot (release)
   std::atomic<uint16_t> used_{1};                     // ids ever used: the slots scanned
 };
 
@@ -73,21 +78,26 @@ class PassiveEndpoint final : public Receiver {
                   const msg::ListenTable::Config& cfg = {})
       : link_(link), stats_(stats), sink_(sink), table_(cfg) {}
 
-  /// Our UDP port and endpoint id (network order), before the port is bound.
-  void set_address(uint16_t udp_port_be, uint16_t ep_id_be) noexcept;
+  /// Our UDP port and endpoint id (network order), before the port is bound; `share`, when the
+  /// port is shared with the endpoints that accept our requests.
+  void set_address(uint16_t udp_port_be, uint16_t ep_id_be,
+                   const PortShare* share = nullptr) noexcept;
   /// fi_reject of the request `conn_id` from `to`: sends a kReject with `data` (at most
   /// wire::kCmMaxData bytes), and again to each repeat of the request. 0; -FI_EINVAL for too
   /// much data; -FI_EAGAIN when the port took no frame (the connector's repeat gets it).
   int reject(const wire::Address& to, uint32_t conn_id, std::span<const uint8_t> data) noexcept;
-  /// fi_accept of that request (on its endpoint): repeats of it are dropped from now on.
+  /// fi_accept of that request (on its endpoint): its record goes; repeats of it are dropped by
+  /// the port share from now on (an accepting endpoint holds it).
   void accepted(const wire::Address& from, uint32_t conn_id) noexcept;
 
   bool deliver(const wire::Frame& f, rte_mbuf* m) noexcept override;
 
- private:
+  /// A request's name: its connector's address and connection id.
   static msg::ListenTable::Key key_of(const wire::Address& a, uint32_t id) noexcept {
     return {a.ipv4_be, a.udp_port_be, a.ep_id_be, id};
   }
+
+ private:
   bool send_reject(const wire::Address& to, uint32_t conn_id,
                    std::span<const uint8_t> data) noexcept;
 
@@ -95,6 +105,7 @@ class PassiveEndpoint final : public Receiver {
   MsgPortStats* stats_;
   Sink* sink_;
   uint16_t udp_port_be_ = 0, ep_id_be_ = 0;
+  const PortShare* share_ = nullptr;
   std::mutex mu_;
   msg::ListenTable table_;  // under mu_
 };

@@ -263,6 +263,25 @@ TEST(MsgCm, LostEstablishedIsRecoveredFromTheAcceptorsRepeat) {
   EXPECT_EQ(sim.b.events.size(), 1u);
 }
 
+// Liveness from data (heard) never makes an accepting endpoint connected, nor moves the clock of
+// a connected one back: the endpoint feeds it the time of its last data frame, 0 before any.
+TEST(MsgCm, HeardIsLivenessOnly) {
+  Sim sim;
+  sim.drop_next_kind = static_cast<int>(CmKind::kEstablished);
+  sim.connect();
+  sim.run_for(5 * kMs);
+  ASSERT_EQ(sim.b.cm.state(), CmState::kAccepting);
+  sim.b.cm.heard(0);
+  sim.b.cm.heard(sim.now);
+  EXPECT_EQ(sim.b.cm.state(), CmState::kAccepting);
+  EXPECT_TRUE(sim.b.events.empty());
+  sim.run_for(500 * kMs);
+  ASSERT_EQ(sim.b.cm.state(), CmState::kConnected);
+  sim.b.cm.heard(0);  // no data yet: must not make the peer look silent since time 0
+  sim.b.cm.poll(sim.now);
+  EXPECT_EQ(sim.b.cm.state(), CmState::kConnected);
+}
+
 TEST(MsgCm, ConnectorsDataEstablishesTheAcceptor) {
   Sim sim;
   sim.drop_next_kind = static_cast<int>(CmKind::kEstablished);
@@ -432,10 +451,11 @@ TEST(MsgListen, RequestsAreReportedOnceAndRejectsRepeated) {
   t.rejected(k, why, 10);
   EXPECT_EQ(t.on_request(k, 11), ListenTable::Seen::kRejected);
   EXPECT_EQ(t.reject_data(k).size(), 3u);
-  t.accepted(k2, 10);
-  EXPECT_EQ(t.on_request(k2, 11), ListenTable::Seen::kAccepted);
+  t.accepted(k2);  // forgotten: the accepting endpoint recognises the repeats from now on
+  EXPECT_EQ(t.size(), 2u);
+  EXPECT_EQ(t.on_request(k4, 12), ListenTable::Seen::kNew);
   // After the linger the records go: room again, and a request seen again is new.
-  EXPECT_EQ(t.on_request(k4, 1001), ListenTable::Seen::kNew);  // k3 expired (made at 1)
+  EXPECT_EQ(t.on_request(k2, 1002), ListenTable::Seen::kNew);  // k3 expired (made at 1)
   EXPECT_EQ(t.on_request(k, 1011), ListenTable::Seen::kNew);
   t.expire(5000);
   EXPECT_EQ(t.size(), 0u);
