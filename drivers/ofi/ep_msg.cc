@@ -249,7 +249,7 @@ std::optional<Buf> one_buf(const iovec* iov, size_t count) noexcept {
 ssize_t do_send(fid_ep* ep, Buf b, void* context, uint64_t flags, bool tagged, uint64_t tag,
                 bool has_data, uint64_t data, bool inject) noexcept {
   MsgEp* e = msg_of(ep);
-  if (!e->enabled) return -FI_ENOTCONN;
+  if (!e->enabled) return -FI_EOPBADSTATE;
   if (!(e->caps & (tagged ? FI_TAGGED : FI_MSG))) return -FI_EOPNOTSUPP;
   proto::rdm::SendOp s;
   s.buf = b.base;
