@@ -423,7 +423,8 @@ proto::MsgEndpoint::Config msg_config(const Domain* dom, const fi_info* info) no
     core.rel.peer_timeout_ns = cfg->rdm_peer_timeout_ms * 1'000'000;
     core.rel.max_retries = cfg->rdm_max_retries;
     c.cm.connect_timeout_ns = cfg->msg_connect_timeout_ms * 1'000'000;
-    c.cm.peer_timeout_ns = std::max<uint64_t>(cfg->rdm_peer_timeout_ms, 1) * 1'000'000;
+    // The RDM timeout may be 0 (retries alone decide there); a connection needs some silence.
+    c.cm.peer_timeout_ns = std::max<uint64_t>(cfg->rdm_peer_timeout_ms, 100) * 1'000'000;
     // Keepalives well within the peer timeout: a live peer is never taken for a lost one.
     c.cm.keepalive_ns = std::min<uint64_t>(c.cm.keepalive_ns, c.cm.peer_timeout_ns / 4);
   }

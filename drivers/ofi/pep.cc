@@ -82,21 +82,23 @@ Pep* pep_of(fid* f) noexcept { return container_of_fid<Pep>(f); }
 
 int pep_close(fid* f) noexcept {
   Pep* p = pep_of(f);
+  // No request comes in once this returns (the port's receive side is not delivering to us)...
+  if (p->port) {
+    p->port->remove(0);  // requests are refused from now on; accepted endpoints keep the port
+    p->port.reset();
+  }
+  // ...so the requests still open are all here: the infos naming them are refused from now on.
   {
     Registry& r = registry();
     std::lock_guard lock(r.mutex);
     std::erase_if(r.live, [p](ConnReq* c) {
       if (c->pep != p) return false;
-      delete c;  // never accepted or rejected: the infos naming it are refused from now on
+      delete c;
       return true;
     });
   }
   // Acquire: pairs with the release decrement of an fi_accept that was telling us.
   while (p->users.load(std::memory_order_acquire) != 0) std::this_thread::yield();
-  if (p->port) {
-    p->port->remove(0);  // requests are refused from now on; accepted endpoints keep the port
-    p->port.reset();
-  }
   if (p->eq) eq_bind_ref(p->eq, -1);
   p->fabric->refs.fetch_sub(1, std::memory_order_release);
   fi_freeinfo(p->info);

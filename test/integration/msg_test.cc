@@ -11,10 +11,12 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "msg_helpers.h"
@@ -267,6 +269,129 @@ TEST_F(Msg, CallsOutOfStateAreRefused) {
   EXPECT_EQ(read_cm(client.eq, 2000).event, FI_CONNECTED);
   EXPECT_EQ(read_cm(server.eq, 2000).event, FI_CONNECTED);
   EXPECT_EQ(fi_shutdown(c.ep, 1), -FI_EBADFLAGS);
+}
+
+// A server waiting for requests in each wait object its EQ may have is woken by the frame that
+// brings one (another thread connects 200 ms after it started waiting): fi_eq_sread (UNSPEC, FD,
+// MUTEX_COND, YIELD), fi_trywait + poll on the FI_GETWAIT fd (FD) or pollfd array (POLLFD), and
+// fi_wait on a wait set (SET). Nobody else progresses the port meanwhile.
+TEST_F(Msg, EveryEqWaitObjectWakesOnARequest) {
+  for (fi_wait_obj w : {FI_WAIT_UNSPEC, FI_WAIT_FD, FI_WAIT_POLLFD, FI_WAIT_MUTEX_COND,
+                        FI_WAIT_YIELD, FI_WAIT_SET}) {
+    SCOPED_TRACE(w);
+    fid_wait* set = nullptr;
+    fi_eq_attr attr{};
+    attr.wait_obj = w;
+    if (w == FI_WAIT_SET) {
+      fi_wait_attr wa{};
+      wa.wait_obj = FI_WAIT_UNSPEC;
+      ASSERT_EQ(fi_wait_open(server.fabric, &wa, &set), 0);
+      attr.wait_set = set;
+    }
+    fid_eq* eq = nullptr;
+    ASSERT_EQ(fi_eq_open(server.fabric, &attr, &eq, nullptr), 0);
+    fid_pep* pep = nullptr;
+    ASSERT_EQ(fi_passive_ep(server.fabric, server.info, &pep, nullptr), 0);
+    ASSERT_EQ(fi_pep_bind(pep, &eq->fid, 0), 0);
+    ASSERT_EQ(fi_listen(pep), 0);
+    uint8_t addr[16];
+    size_t len = sizeof(addr);
+    ASSERT_EQ(fi_getname(&pep->fid, addr, &len), 0);
+
+    uint32_t event = 0;
+    alignas(fi_eq_cm_entry) uint8_t buf[sizeof(fi_eq_cm_entry) + 64];
+    double took = -1;
+    std::thread waiter([&] {
+      const auto t0 = Clock::now();
+      const auto end = t0 + std::chrono::seconds(3);
+      ssize_t r = -FI_EAGAIN;
+      while (r == -FI_EAGAIN && Clock::now() < end) {
+        if (w == FI_WAIT_FD || w == FI_WAIT_POLLFD) {
+          fid* fids[] = {&eq->fid};
+          if (fi_trywait(server.fabric, fids, 1) == FI_SUCCESS) {
+            std::vector<pollfd> pfds;
+            if (w == FI_WAIT_FD) {
+              int fd = -1;
+              if (fi_control(&eq->fid, FI_GETWAIT, &fd) != 0) return;
+              pfds.push_back({fd, POLLIN, 0});
+            } else {
+              int fds[8];
+              fi_wait_pollfd pf{};
+              pf.fd = reinterpret_cast<struct pollfd*>(fds);
+              pf.nfds = 0;
+              (void)fi_control(&eq->fid, FI_GETWAIT, &pf);  // -FI_ETOOSMALL: the count
+              std::vector<pollfd> all(pf.nfds);
+              pf.fd = all.data();
+              if (fi_control(&eq->fid, FI_GETWAIT, &pf) != 0) return;
+              pfds = all;
+            }
+            poll(pfds.data(), pfds.size(), 1000);
+          }
+          r = fi_eq_read(eq, &event, buf, sizeof(buf), 0);
+        } else if (w == FI_WAIT_SET) {
+          fi_wait(set, 1000);
+          r = fi_eq_read(eq, &event, buf, sizeof(buf), 0);
+        } else {
+          r = fi_eq_sread(eq, &event, buf, sizeof(buf), 1000, 0);
+        }
+      }
+      if (r > 0) took = std::chrono::duration<double>(Clock::now() - t0).count();
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    Conn conn;
+    ASSERT_EQ(conn.open(client, client.info), 0);
+    ASSERT_EQ(fi_connect(conn.ep, addr, nullptr, 0), 0);
+    waiter.join();
+    EXPECT_EQ(event, FI_CONNREQ);
+    EXPECT_GT(took, 0.15);
+    EXPECT_LT(took, 1.5);
+    fi_eq_cm_entry entry;
+    std::memcpy(&entry, buf, sizeof(entry));
+    if (event == FI_CONNREQ) {
+      EXPECT_EQ(fi_reject(pep, entry.info->handle, nullptr, 0), 0);
+      fi_freeinfo(entry.info);
+    }
+    EXPECT_EQ(read_cm(client.eq, 2000).err, FI_ECONNREFUSED);
+    conn.close();
+    EXPECT_EQ(fi_close(&pep->fid), 0);
+    EXPECT_EQ(fi_close(&eq->fid), 0);
+    if (set) EXPECT_EQ(fi_close(&set->fid), 0);
+  }
+}
+
+// Counters instead of CQs count a connected endpoint's transfers; fi_cntr_wait progresses the port.
+TEST_F(Msg, CountersCountConnectedTransfers) {
+  fid_cntr *ctx = nullptr, *crx = nullptr;
+  fi_cntr_attr ca{};
+  ca.events = FI_CNTR_EVENTS_COMP;
+  ca.wait_obj = FI_WAIT_UNSPEC;
+  ASSERT_EQ(fi_cntr_open(client.domain, &ca, &ctx, nullptr), 0);
+  ASSERT_EQ(fi_cntr_open(server.domain, &ca, &crx, nullptr), 0);
+  fid_ep* cep = nullptr;
+  ASSERT_EQ(fi_endpoint(client.domain, client.info, &cep, nullptr), 0);
+  ASSERT_EQ(fi_ep_bind(cep, &ctx->fid, FI_SEND | FI_RECV), 0);
+  ASSERT_EQ(fi_ep_bind(cep, &client.eq->fid, 0), 0);
+  ASSERT_EQ(fi_connect(cep, listener.addr, nullptr, 0), 0);
+  CmEvent e = read_cm(server.eq, 2000);
+  ASSERT_EQ(e.event, FI_CONNREQ);
+  fid_ep* sep = nullptr;
+  ASSERT_EQ(fi_endpoint(server.domain, e.info, &sep, nullptr), 0);
+  fi_freeinfo(e.info);
+  ASSERT_EQ(fi_ep_bind(sep, &crx->fid, FI_SEND | FI_RECV), 0);
+  ASSERT_EQ(fi_ep_bind(sep, &server.eq->fid, 0), 0);
+  ASSERT_EQ(fi_accept(sep, nullptr, 0), 0);
+  ASSERT_EQ(read_cm(client.eq, 2000).event, FI_CONNECTED);
+  ASSERT_EQ(read_cm(server.eq, 2000).event, FI_CONNECTED);
+  std::vector<char> rx(10 * 100);
+  for (int i = 0; i < 10; ++i)
+    ASSERT_EQ(fi_recv(sep, rx.data() + 100 * i, 100, nullptr, 0, nullptr), 0);
+  char tx[100] = "counted";
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(fi_send(cep, tx, sizeof(tx), nullptr, 0, nullptr), 0);
+  EXPECT_EQ(fi_cntr_wait(crx, 10, 3000), 0);
+  EXPECT_EQ(fi_cntr_wait(ctx, 10, 3000), 0);
+  EXPECT_EQ(fi_cntr_read(crx), 10u);
+  EXPECT_STREQ(rx.data() + 900, "counted");
+  for (fid* f : {&cep->fid, &sep->fid, &ctx->fid, &crx->fid}) EXPECT_EQ(fi_close(f), 0);
 }
 
 // A loopback address names this host: on a port inside it (ring, memif) the connect reaches the
