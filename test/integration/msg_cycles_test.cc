@@ -122,7 +122,12 @@ TEST_F(MsgCycles, ThousandCyclesLeaveMemoryAndFdsFlat) {
       static_cast<long>(heap1) - static_cast<long>(heap0), fds1);
   EXPECT_EQ(fds1, fds0);
   EXPECT_LE(static_cast<long>(heap1) - static_cast<long>(heap0), 64 * 1024);
+#if !DPFAB_TEST_SANITIZER_MALLOC
   EXPECT_LE(rss1 - rss0, 2048);  // KiB: pages touched elsewhere meanwhile, not a leak's MiBs
+#else
+  // The sanitizer keeps freed memory in its quarantine (hundreds of MiB): resident memory grows
+  // by design there; its allocator's count of live bytes (heap_bytes) is the measure.
+#endif
 }
 
 TEST_F(MsgCycles, TenPercentLossNeverHangs) {
