@@ -106,14 +106,15 @@ struct SharedPort {
 int msg_endpoint_open(Domain* dom, fi_info* info, fid_ep** ep, void* context) noexcept;
 /// The connector's address and connection id of a connection request still open (neither
 /// accepted nor rejected, its passive endpoint open), and the UDP port it came in on, which the
-/// accepting endpoint shares. -FI_EINVAL otherwise.
+/// accepting endpoint shares. -FI_EINVAL otherwise (`handle` is looked up, never read, first).
 int msg_take_connreq(fid_t handle, wire::Address* from, uint32_t* conn_id,
                      std::shared_ptr<SharedPort>* port) noexcept;
 /// fi_accept of that request: its passive endpoint drops the connector's repeats from now on,
 /// and the request is closed. -FI_EINVAL when it is not open.
 int msg_accepted_connreq(fid_t handle) noexcept;
-/// The UDP port (network order) of a passive endpoint, 0 when none is assigned yet.
-uint16_t msg_pep_port(fid_t pep) noexcept;
+/// The UDP port (network order) of an open passive endpoint, 0 when none is assigned yet;
+/// -FI_EINVAL when `pep` is not one.
+int msg_pep_port(fid_t pep) noexcept;
 /// fi_getopt FI_OPT_CM_DATA_SIZE (a size_t): wire::kCmMaxData.
 int msg_cm_data_size_opt(void* val, size_t* len) noexcept;
 

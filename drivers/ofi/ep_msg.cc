@@ -436,21 +436,19 @@ proto::MsgEndpoint::Config msg_config(const Domain* dom, const fi_info* info) no
 int msg_endpoint_open(Domain* dom, fi_info* info, fid_ep** ep, void* context) noexcept {
   auto e = std::make_unique<MsgEp>();
   e->type = FI_EP_MSG;
+  int pep_port = -1;
   if (fid_t h = info->handle) {
-    if (h->fclass == FI_CLASS_CONNREQ) {
-      // An FI_CONNREQ's info: the endpoint accepts that request, from a UDP port of its own.
-      if (int r = msg_take_connreq(h, &e->req.from, &e->req.peer_id, &e->shared); r != FI_SUCCESS)
-        return r;
+    // An FI_CONNREQ's info: the endpoint accepts that request, on its passive endpoint's UDP
+    // port. A passive endpoint's: it takes over that one's port (fi_endpoint(3)). Anything else,
+    // or a request that is no longer open, is refused (looked up first, not read).
+    if (msg_take_connreq(h, &e->req.from, &e->req.peer_id, &e->shared) == FI_SUCCESS)
       e->connreq = h;
-    } else if (h->fclass != FI_CLASS_PEP) {
+    else if ((pep_port = msg_pep_port(h)) < 0)
       return -FI_EINVAL;
-    }
   }
   ep_base_init(e.get(), dom, info, context);
   if (e->shared && e->shared->engine != dom->engine) return -FI_EINVAL;  // another port's request
-  // A passive endpoint's info: the endpoint takes over its address (fi_endpoint(3)).
-  if (info->handle && info->handle->fclass == FI_CLASS_PEP)
-    e->udp_port_be = msg_pep_port(info->handle);
+  if (pep_port >= 0) e->udp_port_be = static_cast<uint16_t>(pep_port);
   auto r = proto::MsgEndpoint::create(dom->engine, dom->resolver.get(), &dom->engine->msg_stats(),
                                       msg_config(dom, info));
   if (!r) return r.code();

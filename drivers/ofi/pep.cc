@@ -68,10 +68,13 @@ struct Pep final : proto::PassiveEndpoint::Sink {
 
 namespace {
 
-// Live connection requests: a handle is used only while it is in here.
+// Live connection requests and passive endpoints: a handle an application passes in (an info's
+// handle, fi_reject's) is looked up here by its value before anything reads through it, so that
+// one that is gone (accepted, rejected, its passive endpoint closed) is refused, not used.
 struct Registry {
   std::mutex mutex;
   std::unordered_set<ConnReq*> live;
+  std::unordered_set<const ::fid*> peps;
 };
 Registry& registry() {
   static Registry* r = new Registry();  // process lifetime (libfabric cleans up from a destructor)
@@ -91,6 +94,7 @@ int pep_close(fid* f) noexcept {
   {
     Registry& r = registry();
     std::lock_guard lock(r.mutex);
+    r.peps.erase(&p->fid.fid);
     std::erase_if(r.live, [p](ConnReq* c) {
       if (c->pep != p) return false;
       delete c;
@@ -177,15 +181,14 @@ int pep_setname(fid* f, void* addr, size_t addrlen) noexcept {
 
 int pep_reject(fid_pep* pep, fid_t handle, const void* param, size_t paramlen) noexcept {
   Pep* p = pep_of(&pep->fid);
-  if (!handle || handle->fclass != FI_CLASS_CONNREQ) return -FI_EINVAL;
-  if (paramlen > wire::kCmMaxData || (paramlen && !param)) return -FI_EINVAL;
+  if (!handle || paramlen > wire::kCmMaxData || (paramlen && !param)) return -FI_EINVAL;
   wire::Address from;
   uint32_t conn_id;
   {
     // Not held while rejecting: the RX path takes the passive endpoint's lock, then this one.
     Registry& r = registry();
     std::lock_guard lock(r.mutex);
-    auto* c = container_of_fid<ConnReq>(handle);
+    auto* c = reinterpret_cast<ConnReq*>(handle);  // its first member; looked up, not read
     if (!r.live.count(c) || c->pep != p) return -FI_EINVAL;  // not ours, or answered already
     from = c->from;
     conn_id = c->conn_id;
@@ -296,11 +299,10 @@ void Pep::connreq(const wire::Address& from, uint32_t conn_id,
 
 int msg_take_connreq(fid_t handle, wire::Address* from, uint32_t* conn_id,
                      std::shared_ptr<SharedPort>* port) noexcept {
-  if (!handle || handle->fclass != FI_CLASS_CONNREQ) return -FI_EINVAL;
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
-  auto* c = container_of_fid<ConnReq>(handle);
-  if (!r.live.count(c)) return -FI_EINVAL;
+  auto* c = reinterpret_cast<ConnReq*>(handle);  // looked up before it is read
+  if (!handle || !r.live.count(c)) return -FI_EINVAL;
   *from = c->from;
   *conn_id = c->conn_id;
   *port = c->pep->port;  // set at fi_listen, before any request could come
@@ -308,15 +310,14 @@ int msg_take_connreq(fid_t handle, wire::Address* from, uint32_t* conn_id,
 }
 
 int msg_accepted_connreq(fid_t handle) noexcept {
-  if (!handle || handle->fclass != FI_CLASS_CONNREQ) return -FI_EINVAL;
   Pep* p;
   wire::Address from;
   uint32_t conn_id;
   {
     Registry& r = registry();
     std::lock_guard lock(r.mutex);
-    auto* c = container_of_fid<ConnReq>(handle);
-    if (!r.live.count(c)) return -FI_EINVAL;  // rejected, accepted already, or its pep closed
+    auto* c = reinterpret_cast<ConnReq*>(handle);        // looked up before it is read
+    if (!handle || !r.live.count(c)) return -FI_EINVAL;  // rejected, accepted, or its pep closed
     p = c->pep;
     from = c->from;
     conn_id = c->conn_id;
@@ -330,9 +331,13 @@ int msg_accepted_connreq(fid_t handle) noexcept {
   return FI_SUCCESS;
 }
 
-uint16_t msg_pep_port(fid_t handle) noexcept {
-  if (!handle || handle->fclass != FI_CLASS_PEP) return 0;
-  Pep* p = pep_of(handle);
+int msg_pep_port(fid_t handle) noexcept {
+  {
+    Registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    if (!handle || !r.peps.count(handle)) return -FI_EINVAL;
+  }
+  Pep* p = pep_of(handle);  // open: the application holds it while it passes it in
   std::lock_guard lock(p->mu);
   return p->udp_port_be;
 }
@@ -378,6 +383,11 @@ int passive_ep_open(fid_fabric* fabric, fi_info* info, fid_pep** pep, void* cont
     p->fid.fid.ops = &g_pep_fi_ops;
     p->fid.ops = &g_pep_ep_ops;
     p->fid.cm = &g_pep_cm_ops;
+    {
+      Registry& r = registry();
+      std::lock_guard lock(r.mutex);
+      r.peps.insert(&p->fid.fid);
+    }
     fab->refs.fetch_add(1, std::memory_order_relaxed);
     *pep = &p.release()->fid;
     return FI_SUCCESS;
