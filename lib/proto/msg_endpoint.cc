@@ -291,7 +291,6 @@ bool MsgEndpoint::data_of_connection(std::span<const uint8_t> p) const noexcept 
 }
 
 bool MsgEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
-  const uint64_t now = now_ns();
   if (f.header.type == wire::Type::kRdm) {
     // Acquire: pairs with the release store in connected()/sync(): peer_ and peer_id_ are set.
     const CmState st = state_.load(std::memory_order_acquire);
@@ -311,10 +310,12 @@ bool MsgEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
       bump(stats_->stale_data);
       return false;
     }
-    last_data_ns_.store(now, std::memory_order_relaxed);
+    // Relaxed: a hint for the CM timers (the RX owner runs them too); written only when clear,
+    // so that a stream of frames does not write the line every time.
+    if (!heard_.load(std::memory_order_relaxed)) heard_.store(true, std::memory_order_relaxed);
     if (st == CmState::kAccepting) {  // the connector's data: it had our accept
       std::lock_guard lock(cm_mu_);
-      cm_.on_data(now);
+      cm_.on_data(now_ns());
       sync();
     }
     return rdm_->deliver(f, m);
@@ -330,7 +331,7 @@ bool MsgEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
   }
   bump(stats_->cm_rx);
   std::lock_guard lock(cm_mu_);
-  on_cm_frame(h, data, frame_source(f), now);
+  on_cm_frame(h, data, frame_source(f), now_ns());
   return false;
 }
 
@@ -348,18 +349,20 @@ void MsgEndpoint::on_cm_frame(const wire::CmHeader& h, std::span<const uint8_t> 
 }
 
 size_t MsgEndpoint::drain_backlog() noexcept {
-  const uint64_t now = now_ns();
-  if (now >= cm_due_.load(std::memory_order_relaxed)) {
+  const uint64_t due = cm_due_.load(std::memory_order_relaxed);
+  // Usually far off (the next keepalive): the coarse clock says so for less than the precise one.
+  if (due != UINT64_MAX && !clock::clearly_before(due)) {
+    const uint64_t now = now_ns();
     // An application thread in a CM call does the work soon enough; do not wait for it.
     std::unique_lock lock(cm_mu_, std::try_to_lock);
-    if (lock.owns_lock()) {
-      cm_.heard(last_data_ns_.load(std::memory_order_relaxed));
+    if (now >= due && lock.owns_lock()) {
+      if (heard_.exchange(false, std::memory_order_relaxed)) cm_.heard(now);
       try_resolved(now);
       cm_.poll(now);
       sync();
     }
   }
-  return rdm_->drain_backlog();
+  return rdm_->has_backlog() ? rdm_->drain_backlog() : 0;
 }
 
 // ---- msg::CmSink

@@ -149,6 +149,9 @@ class MsgEndpoint final : public Receiver, private msg::CmSink {
   bool has_backlog() const noexcept override {
     return cm_due_.load(std::memory_order_relaxed) != UINT64_MAX || rdm_->has_backlog();
   }
+  /// Runs the CM timers when due, and RDM's. Every poll step of a connected endpoint's port calls
+  /// it (keepalives keep a deadline set): the CM deadline, usually far off, is checked against
+  /// the coarse clock first (clock::clearly_before), so that most calls read no precise clock.
   size_t drain_backlog() noexcept override;
   uint64_t timer_due_ns() const noexcept override {
     return std::min(cm_due_.load(std::memory_order_relaxed), rdm_->timer_due_ns());
@@ -200,7 +203,10 @@ class MsgEndpoint final : public Receiver, private msg::CmSink {
   uint32_t peer_id_ = 0;
   std::atomic<msg::CmState> state_{msg::CmState::kIdle};
   std::atomic<uint64_t> cm_due_{UINT64_MAX};  // CM timers (and resolution polls)
-  std::atomic<uint64_t> last_data_ns_{0};     // the last data frame of the connection (liveness)
+  // A data frame of the connection arrived since the CM timers last ran (liveness: the timers
+  // take it as heard at their time, at most a keepalive interval late). A flag, not a time: the
+  // data path reads no clock for it.
+  std::atomic<bool> heard_{false};
 };
 
 }  // namespace dpfab::proto
