@@ -5,6 +5,7 @@
 // AV, EQ, poll set and endpoint calls; objects used before fi_enable or without bindings;
 // addresses removed or never inserted. Each must give a clear -FI_E* (or the documented neutral
 // answer) and never crash the process: the provider lives in someone else's process.
+// The FI_EP_MSG cases are in bad_input_msg_test.cc.
 #include <gtest/gtest.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -16,99 +17,12 @@
 #include <cstring>
 #include <vector>
 
+#include "bad_input.h"
 #include "fi_helpers.h"
 
 using namespace dpfab::test;
 
 namespace {
-
-class BadInput : public testing::Test {
- protected:
-  void SetUp() override {
-    auto hints = dpdk_hints();
-    hints->ep_attr->type = FI_EP_DGRAM;
-    hints->caps = FI_MSG;
-    ASSERT_EQ(getinfo(hints.get(), &info_), 0);
-    e_ = first_dpdk(info_.get());
-    ASSERT_NE(e_, nullptr);
-    ASSERT_EQ(fi_fabric(e_->fabric_attr, &fabric_, nullptr), 0);
-    ASSERT_EQ(fi_domain(fabric_, e_, &domain_, nullptr), 0);
-    fi_av_attr av{};
-    av.type = FI_AV_TABLE;
-    ASSERT_EQ(fi_av_open(domain_, &av, &av_, nullptr), 0);
-    fi_cq_attr ca{};
-    ca.format = FI_CQ_FORMAT_DATA;
-    ca.size = 64;
-    ASSERT_EQ(fi_cq_open(domain_, &ca, &cq_, nullptr), 0);
-    fi_cntr_attr ct{};
-    ct.events = FI_CNTR_EVENTS_COMP;
-    ASSERT_EQ(fi_cntr_open(domain_, &ct, &cntr_, nullptr), 0);
-    ASSERT_EQ(fi_endpoint(domain_, e_, &ep_, nullptr), 0);
-    ASSERT_EQ(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), 0);
-    ASSERT_EQ(fi_ep_bind(ep_, &cntr_->fid, FI_SEND | FI_RECV), 0);
-    ASSERT_EQ(fi_ep_bind(ep_, &av_->fid, 0), 0);
-    ASSERT_EQ(fi_enable(ep_), 0);
-    char name[64];
-    size_t len = sizeof(name);
-    ASSERT_EQ(fi_getname(&ep_->fid, name, &len), 0);
-    ASSERT_EQ(fi_av_insert(av_, name, 1, &self_, 0, nullptr), 1);  // the endpoint sends to itself
-  }
-
-  void TearDown() override {
-    for (fid* f : {ep_ ? &ep_->fid : nullptr, cq_ ? &cq_->fid : nullptr,
-                   cntr_ ? &cntr_->fid : nullptr, av_ ? &av_->fid : nullptr,
-                   domain_ ? &domain_->fid : nullptr, fabric_ ? &fabric_->fid : nullptr})
-      if (f) {
-        EXPECT_EQ(fi_close(f), 0);
-      }
-  }
-
-  // Reads completions until -FI_EAGAIN (bounded): what the calls above left behind.
-  int drain() {
-    fi_cq_data_entry e[8];
-    int n = 0;
-    for (int i = 0; i < 1000; ++i) {
-      ssize_t r = fi_cq_read(cq_, e, 8);
-      if (r == -FI_EAGAIN) break;
-      if (r == -FI_EAVAIL) {
-        fi_cq_err_entry err{};
-        (void)fi_cq_readerr(cq_, &err, 0);
-        continue;
-      }
-      if (r > 0) n += static_cast<int>(r);
-    }
-    return n;
-  }
-
-  // Reads completions until `n` came (at most 5 s).
-  int reap(int n) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    int got = 0;
-    fi_cq_data_entry e{};
-    while (got < n && std::chrono::steady_clock::now() < deadline)
-      if (fi_cq_read(cq_, &e, 1) == 1) ++got;
-    return got;
-  }
-
-  // A receive, then a send to ourselves: the data path still works after the bad calls.
-  void expect_still_works() {
-    char out[] = "still", in[16] = {};
-    ASSERT_EQ(fi_recv(ep_, in, sizeof(in), nullptr, FI_ADDR_UNSPEC, nullptr), 0);
-    ASSERT_EQ(fi_send(ep_, out, sizeof(out), nullptr, self_, nullptr), 0);
-    EXPECT_EQ(reap(2), 2);
-    EXPECT_STREQ(in, "still");
-  }
-
-  InfoPtr info_;
-  fi_info* e_ = nullptr;
-  fid_fabric* fabric_ = nullptr;
-  fid_domain* domain_ = nullptr;
-  fid_av* av_ = nullptr;
-  fid_cq* cq_ = nullptr;
-  fid_cntr* cntr_ = nullptr;
-  fid_ep* ep_ = nullptr;
-  fi_addr_t self_ = FI_ADDR_NOTAVAIL;
-};
 
 // ---- NULL buffers with a length ------------------------------------------------------------
 
@@ -500,129 +414,6 @@ TEST_F(BadInput, EqAndPollSetCallsRefuseNullArguments) {
   EXPECT_EQ(fi_close(&ps->fid), 0);
   pa.flags = 1;
   EXPECT_EQ(fi_poll_open(domain_, &pa, &ps), -FI_EINVAL);
-}
-
-// ---- FI_EP_MSG: passive endpoints, connection management -----------------------------------
-
-// Reads one event from `eq` within 2 s (fi_eq_sread progresses the port): its type, or -FI_EAVAIL.
-int next_event(fid_eq* eq, fi_info** info = nullptr) {
-  alignas(fi_eq_cm_entry) uint8_t buf[sizeof(fi_eq_cm_entry) + 256];
-  uint32_t event = 0;
-  ssize_t r = fi_eq_sread(eq, &event, buf, sizeof(buf), 2000, 0);
-  if (r == -FI_EAVAIL) {
-    fi_eq_err_entry err{};
-    (void)fi_eq_readerr(eq, &err, 0);
-  }
-  if (r < 0) return static_cast<int>(r);
-  if (info) std::memcpy(info, buf + offsetof(fi_eq_cm_entry, info), sizeof(*info));
-  return static_cast<int>(event);
-}
-
-TEST_F(BadInput, MsgCallsRefuseBadArgumentsAndWrongStates) {
-  auto hints = dpdk_hints(FI_EP_MSG);
-  InfoPtr infos;
-  ASSERT_EQ(getinfo(hints.get(), &infos), 0);
-  fi_info* mi = first_dpdk(infos.get());
-  ASSERT_NE(mi, nullptr);
-  fi_eq_attr ea{};
-  ea.wait_obj = FI_WAIT_UNSPEC;
-  fid_eq* eq = nullptr;
-  ASSERT_EQ(fi_eq_open(fabric_, &ea, &eq, nullptr), 0);
-
-  // Passive endpoints.
-  fid_pep* pep = nullptr;
-  EXPECT_EQ(fi_passive_ep(fabric_, nullptr, &pep, nullptr), -FI_EINVAL);
-  EXPECT_EQ(fi_passive_ep(fabric_, mi, nullptr, nullptr), -FI_EINVAL);
-  EXPECT_EQ(fi_passive_ep(fabric_, e_, &pep, nullptr), -FI_EINVAL) << "a DGRAM info";
-  ASSERT_EQ(fi_passive_ep(fabric_, mi, &pep, nullptr), 0);
-  EXPECT_EQ(fi_listen(pep), -FI_ENOEQ);
-  EXPECT_EQ(fi_pep_bind(pep, nullptr, 0), -FI_EINVAL);
-  EXPECT_EQ(fi_pep_bind(pep, &cq_->fid, 0), -FI_EINVAL) << "not an EQ";
-  EXPECT_EQ(fi_pep_bind(pep, &eq->fid, 1), -FI_EBADFLAGS);
-  ASSERT_EQ(fi_pep_bind(pep, &eq->fid, 0), 0);
-  EXPECT_EQ(fi_pep_bind(pep, &eq->fid, 0), -FI_EINVAL) << "one EQ";
-  EXPECT_EQ(fi_close(&eq->fid), -FI_EBUSY) << "a passive endpoint is bound";
-  char junk[4] = {};
-  EXPECT_EQ(fi_setname(&pep->fid, junk, sizeof(junk)), -FI_EINVAL);
-  ASSERT_EQ(fi_listen(pep), 0);
-  EXPECT_EQ(fi_listen(pep), -FI_EALREADY);
-  uint8_t pep_addr[16];
-  size_t len = sizeof(pep_addr);
-  EXPECT_EQ(fi_getname(&pep->fid, nullptr, nullptr), -FI_EINVAL);
-  ASSERT_EQ(fi_getname(&pep->fid, pep_addr, &len), 0);
-  EXPECT_EQ(fi_setname(&pep->fid, pep_addr, len), -FI_EOPBADSTATE) << "listening already";
-  EXPECT_EQ(fi_connect(reinterpret_cast<fid_ep*>(pep), pep_addr, nullptr, 0), -FI_EOPNOTSUPP);
-  EXPECT_EQ(fi_reject(pep, nullptr, nullptr, 0), -FI_EINVAL);
-  EXPECT_EQ(fi_reject(pep, &cq_->fid, nullptr, 0), -FI_EINVAL) << "not a request";
-  size_t opt = 0, optlen = 1;
-  EXPECT_EQ(fi_getopt(&pep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &opt, &optlen),
-            -FI_ETOOSMALL);
-  EXPECT_EQ(optlen, sizeof(size_t));
-
-  // An active endpoint: bindings, enable, data before the connection, bad CM arguments.
-  fid_ep* ep = nullptr;
-  ASSERT_EQ(fi_endpoint(domain_, mi, &ep, nullptr), 0);
-  EXPECT_EQ(fi_ep_bind(ep, &av_->fid, 0), -FI_EINVAL) << "MSG endpoints take no AV";
-  EXPECT_EQ(fi_enable(ep), -FI_ENOEQ);
-  fi_cq_attr ca{};
-  ca.format = FI_CQ_FORMAT_DATA;
-  fid_cq* cq = nullptr;
-  ASSERT_EQ(fi_cq_open(domain_, &ca, &cq, nullptr), 0);
-  ASSERT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
-  ASSERT_EQ(fi_ep_bind(ep, &eq->fid, 0), 0);
-  char buf[8] = {};
-  EXPECT_EQ(fi_send(ep, buf, 1, nullptr, 0, nullptr), -FI_EOPBADSTATE) << "before fi_enable";
-  EXPECT_EQ(fi_recv(ep, buf, 1, nullptr, 0, nullptr), -FI_EOPBADSTATE) << "before fi_enable";
-  EXPECT_EQ(fi_shutdown(ep, 0), -FI_ENOTCONN);
-  ASSERT_EQ(fi_enable(ep), 0);
-  EXPECT_EQ(fi_send(ep, buf, 1, nullptr, 0, nullptr), -FI_ENOTCONN) << "not connected";
-  EXPECT_EQ(fi_inject(ep, buf, 1, 0), -FI_ENOTCONN);
-  EXPECT_EQ(fi_send(ep, nullptr, 1, nullptr, 0, nullptr), -FI_ENOTCONN);
-  EXPECT_EQ(fi_recv(ep, nullptr, 1, nullptr, 0, nullptr), -FI_EINVAL);
-  EXPECT_EQ(fi_accept(ep, nullptr, 0), -FI_EOPBADSTATE) << "not made from a request";
-  EXPECT_EQ(fi_connect(ep, nullptr, nullptr, 0), -FI_EINVAL);
-  EXPECT_EQ(fi_connect(ep, pep_addr, nullptr, 4), -FI_EINVAL) << "length without data";
-  std::vector<char> big(257);
-  EXPECT_EQ(fi_connect(ep, pep_addr, big.data(), big.size()), -FI_EINVAL) << "above 256 bytes";
-  uint8_t zeros[16] = {};  // fi_connect reads an address of the info's format: 16 bytes
-  EXPECT_EQ(fi_connect(ep, zeros, nullptr, 0), -FI_EINVAL) << "not an address";
-  len = 2;
-  EXPECT_EQ(fi_getpeer(ep, nullptr, nullptr), -FI_EINVAL);
-  EXPECT_EQ(fi_getpeer(ep, buf, &len), -FI_ENOTCONN);
-  EXPECT_EQ(fi_shutdown(ep, 0), -FI_ENOTCONN) << "never connected";
-  ASSERT_EQ(fi_connect(ep, pep_addr, "hi", 2), 0);
-  EXPECT_EQ(fi_connect(ep, pep_addr, nullptr, 0), -FI_EISCONN);
-
-  // The request: accepted once; the handle is no good after that (nor after a reject).
-  fi_info* req = nullptr;
-  ASSERT_EQ(next_event(eq, &req), FI_CONNREQ);
-  ASSERT_NE(req, nullptr);
-  fid_ep* acc = nullptr;
-  fid_cq* acq = nullptr;
-  ASSERT_EQ(fi_cq_open(domain_, &ca, &acq, nullptr), 0);
-  ASSERT_EQ(fi_endpoint(domain_, req, &acc, nullptr), 0);
-  ASSERT_EQ(fi_ep_bind(acc, &acq->fid, FI_TRANSMIT | FI_RECV), 0);
-  ASSERT_EQ(fi_ep_bind(acc, &eq->fid, 0), 0);
-  EXPECT_EQ(fi_connect(acc, pep_addr, nullptr, 0), -FI_EOPBADSTATE) << "made to accept";
-  EXPECT_EQ(fi_accept(acc, big.data(), big.size()), -FI_EINVAL);
-  ASSERT_EQ(fi_accept(acc, nullptr, 0), 0);
-  EXPECT_EQ(fi_accept(acc, nullptr, 0), -FI_EISCONN) << "fi_accept twice";
-  EXPECT_EQ(fi_reject(pep, req->handle, nullptr, 0), -FI_EINVAL) << "accepted already";
-  fid_ep* again = nullptr;
-  EXPECT_EQ(fi_endpoint(domain_, req, &again, nullptr), -FI_EINVAL) << "the request is gone";
-  EXPECT_EQ(next_event(eq), FI_CONNECTED);
-  EXPECT_EQ(next_event(eq), FI_CONNECTED);
-  EXPECT_EQ(fi_shutdown(ep, 7), -FI_EBADFLAGS);
-  ASSERT_EQ(fi_shutdown(ep, 0), 0);
-  EXPECT_EQ(fi_shutdown(ep, 0), 0) << "a second shutdown changes nothing";
-  EXPECT_EQ(next_event(eq), FI_SHUTDOWN);
-  EXPECT_EQ(next_event(eq), FI_SHUTDOWN);
-  EXPECT_EQ(fi_send(ep, buf, 1, nullptr, 0, nullptr), -FI_ENOTCONN) << "after the shutdown";
-  EXPECT_EQ(fi_connect(ep, pep_addr, nullptr, 0), -FI_EOPBADSTATE) << "connect once";
-  fi_freeinfo(req);
-  // Closing: the passive endpoint before the endpoint that accepted on its port.
-  EXPECT_EQ(fi_close(&pep->fid), 0);
-  for (fid* f : {&acc->fid, &ep->fid, &acq->fid, &cq->fid, &eq->fid}) EXPECT_EQ(fi_close(f), 0);
 }
 
 }  // namespace
