@@ -356,7 +356,9 @@ TEST_F(Msg, EveryEqWaitObjectWakesOnARequest) {
     conn.close();
     EXPECT_EQ(fi_close(&pep->fid), 0);
     EXPECT_EQ(fi_close(&eq->fid), 0);
-    if (set) EXPECT_EQ(fi_close(&set->fid), 0);
+    if (set) {
+      EXPECT_EQ(fi_close(&set->fid), 0);
+    }
   }
 }
 
