@@ -2,27 +2,31 @@
 //
 // fi_getinfo: the attributes dpdk offers and how hints narrow them. Only what is implemented is
 // advertised. Per configured port (domain = port), in this order: an FI_EP_RDM entry (FI_MSG,
-// FI_TAGGED; ep_rdm.cc), then an FI_EP_DGRAM entry (FI_MSG, FI_MULTICAST; ep.cc). Applications
-// that take the first entry (fi_pingpong, fabtests, Open MPI) get the native RDM.
+// FI_TAGGED; ep_rdm.cc), an FI_EP_DGRAM entry (FI_MSG, FI_MULTICAST; ep.cc), then an FI_EP_MSG
+// entry (connections; ep_msg.cc, pep.cc). Applications that take the first entry (fi_pingpong,
+// fabtests, Open MPI) get the native RDM.
 //
 // The utility providers. libfabric 1.17 lists ofi_rxd and ofi_rxm before any DL provider and
 // layers them over every provider that answers their probe: ofi_rxd asks for FI_EP_DGRAM with
 // mode FI_LOCAL_MR | FI_MSG_PREFIX, which no application sets together with an API of 1.5 or
-// later. We answer that probe with nothing, so "dpdk;ofi_rxd" does not exist and a plain
-// fi_getinfo naming dpdk hands out our own RDM first; DGRAM applications are unaffected.
+// later; ofi_rxm asks for FI_EP_MSG with libfabric's internal OFI_CORE_PROV_ONLY flag. We answer
+// both probes with nothing, so neither "dpdk;ofi_rxd" nor "dpdk;ofi_rxm" exists and a plain
+// fi_getinfo naming dpdk hands out our own RDM first; DGRAM and MSG applications are unaffected.
 //
 // EAL starts here only when the application has chosen this provider (the hints name "dpdk") and
 // asks for what it offers (could_match): libfabric asks every provider, and `fi_info -l`, an MPI
-// job probing for tcp or a test asking dpdk for FI_EP_MSG must not start DPDK. Other callers get
+// job probing for tcp or a test asking dpdk for RMA must not start DPDK. Other callers get
 // attributes from the configuration alone (MAC unknown until fi_fabric).
 #include <arpa/inet.h>
 #include <netdb.h>
 
 #include <cstring>
+#include <iterator>
 
 #include "dpdk.h"
 #include "wire/address.h"
 #include "wire/format.h"
+#include "wire/multicast.h"
 #include "wire/rdm.h"
 
 namespace dpfab::ofi {
@@ -36,6 +40,9 @@ constexpr uint64_t kDomainCaps = kCommCaps | FI_SHARED_AV;
 constexpr uint64_t kDgramCaps = FI_MSG | FI_MULTICAST | FI_SEND | FI_RECV | FI_SOURCE | kDomainCaps;
 constexpr uint64_t kRdmCaps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV |
                               FI_MULTI_RECV | FI_SOURCE | FI_SOURCE_ERR | kDomainCaps;
+// FI_EP_MSG: RDM's data transfer to the one connected peer (ep_msg.cc); no AV, so neither
+// FI_SOURCE nor FI_DIRECTED_RECV mean anything.
+constexpr uint64_t kMsgCaps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | kDomainCaps;
 // Granted only when asked for: they cost a lookup per received message.
 constexpr uint64_t kAskedCaps = FI_SOURCE | FI_SOURCE_ERR;
 constexpr uint64_t kRdmMaxMsg = uint64_t{1} << 30;
@@ -48,12 +55,17 @@ bool names_us(const fi_info* hints) {
 
 bool too_big(size_t want, size_t have) { return want != 0 && want > have; }
 
-uint64_t caps_of(fi_ep_type type) { return type == FI_EP_RDM ? kRdmCaps : kDgramCaps; }
+uint64_t caps_of(fi_ep_type type) {
+  return type == FI_EP_RDM ? kRdmCaps : type == FI_EP_MSG ? kMsgCaps : kDgramCaps;
+}
+
+// The entries of one port, in this order (see the file comment).
+constexpr fi_ep_type kTypes[] = {FI_EP_RDM, FI_EP_DGRAM, FI_EP_MSG};
 
 // Fills `out` (from fi_allocinfo) with our attributes for one port and endpoint type.
 void fill(fi_info* out, const config::Config& cfg, const std::string& domain_name, size_t mtu,
           fi_ep_type type) {
-  const bool rdm = type == FI_EP_RDM;
+  const bool rdm = type == FI_EP_RDM || type == FI_EP_MSG;  // MSG transfers data as RDM does
   const uint64_t caps = caps_of(type);
   const size_t payload = wire::max_payload(static_cast<uint32_t>(mtu));
   out->caps = caps & ~kAskedCaps;
@@ -122,6 +134,9 @@ void fill(fi_info* out, const config::Config& cfg, const std::string& domain_nam
 // Applies the hints to a filled entry: returns false when they cannot be met.
 bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
   if (!hints) return true;
+  // FI_EP_MSG: a passive endpoint named here lends its address to the endpoint opened with the
+  // info (fi_endpoint(3)); fabtests fi_msg_sockets does so. As libfabric's util providers do.
+  out->handle = hints->handle;
   const uint64_t caps = caps_of(out->ep_attr->type);
   if (hints->caps & ~caps) return false;
   if (hints->caps) {
@@ -225,9 +240,20 @@ bool rxd_probe(const fi_info* hints) {
 bool could_match(const fi_info* hints) {
   if (!hints) return true;
   const fi_ep_type want = hints->ep_attr ? hints->ep_attr->type : FI_EP_UNSPEC;
-  for (fi_ep_type type : {FI_EP_RDM, FI_EP_DGRAM})
+  for (fi_ep_type type : kTypes)
     if ((want == FI_EP_UNSPEC || want == type) && !(hints->caps & ~caps_of(type))) return true;
   return false;
+}
+
+// ofi_rxm's probe for an FI_EP_MSG provider to layer over (prov/rxm/src/rxm_init.c,
+// rxm_info_to_core in 1.17). A utility provider calls fi_getinfo with libfabric's internal flag
+// OFI_CORE_PROV_ONLY (include/ofi.h: bit 59), which reaches the providers' getinfo; an
+// application never sets it. We answer that probe with nothing: "dpdk;ofi_rxm" would be listed
+// before dpdk's own RDM (libfabric lists utility providers first) and layer rxm's protocol over
+// ours for nothing (fi_dpdk(7), LIMITATIONS).
+constexpr uint64_t kOfiCoreProvOnly = 1ull << 59;
+bool rxm_probe(uint64_t flags, const fi_info* hints) {
+  return (flags & kOfiCoreProvOnly) && hints && hints->ep_attr && hints->ep_attr->type == FI_EP_MSG;
 }
 
 // Resolves node/service to an IPv4 address (network order) and UDP port (network order).
@@ -270,7 +296,7 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
     // The configuration in force: the running one, or (before EAL) what would be used.
     const config::Config* cfg = runtime_config();
     config::Config loaded;
-    if (!could_match(hints) || rxd_probe(hints)) return -FI_ENODATA;
+    if (!could_match(hints) || rxd_probe(hints) || rxm_probe(flags, hints)) return -FI_ENODATA;
     if (!cfg && names_us(hints)) {
       auto started = start_runtime();
       if (!started) return -FI_ENODATA;
@@ -299,9 +325,16 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
     fi_info* head = nullptr;
     fi_info** tail = &head;
     const auto& open_ports = port::ports();
-    for (size_t k = 0; k < 2 * cfg->ports.size(); ++k) {
-      const size_t i = k / 2;
-      const fi_ep_type type = k % 2 == 0 ? FI_EP_RDM : FI_EP_DGRAM;
+    constexpr size_t kPerPort = std::size(kTypes);
+    for (size_t k = 0; k < kPerPort * cfg->ports.size(); ++k) {
+      const size_t i = k / kPerPort;
+      const fi_ep_type type = kTypes[k % kPerPort];
+      // A loopback node names this host (fi_dpdk(7), "Loopback addresses"): as a source, the
+      // port itself; as a destination, the process at the other end of a memif link, which
+      // answers ARP for it. Only a connect can use that (the peer answers from its own
+      // address); RDM and DGRAM peers are named by their own addresses.
+      const bool loopback_ok = type == FI_EP_MSG;
+      if (node && !loopback_ok && wire::is_loopback_ipv4(where->first)) continue;
       const port::Port* p = i < open_ports.size() ? open_ports[i].get() : nullptr;
       std::string domain_name =
           p ? p->info().name : cfg->ports[i].substr(0, cfg->ports[i].find(','));
@@ -327,13 +360,16 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
         self.ipv4_be = htonl(cfg->ipv4[i]->addr);
       }
       if (hint_src) {
-        if (p && hint_src->ipv4_be && hint_src->ipv4_be != self.ipv4_be) {
+        if (p && hint_src->ipv4_be && hint_src->ipv4_be != self.ipv4_be &&
+            !(loopback_ok && wire::is_loopback_ipv4(hint_src->ipv4_be))) {
           fi_freeinfo(out);
           continue;
         }
         out->src_addr = copy_addr(*hint_src, out, &out->src_addrlen);
       } else if (flags & FI_SOURCE) {
-        if (node && p && where->first != self.ipv4_be) {  // FI_SOURCE names a local address
+        // FI_SOURCE names a local address.
+        if (node && p && where->first != self.ipv4_be &&
+            !(loopback_ok && wire::is_loopback_ipv4(where->first))) {
           fi_freeinfo(out);
           continue;
         }

@@ -82,9 +82,9 @@ std::mutex g_hubs_mutex;
 // Never freed (nor destroyed at exit, when another thread may still be waiting on an EQ).
 std::vector<std::unique_ptr<EqHub>>* g_hubs = new std::vector<std::unique_ptr<EqHub>>();
 
-// Adds `av` to the hub of `eq` (made or recycled on first use) and makes the hub the EQ's progress
-// source unless the EQ has another one already.
-int hub_attach(event::Eq* eq, proto::AddressVector* av) noexcept {
+// Adds `av` to the hub of `eq` (made or recycled on first use) and has the EQ (`fid`) run the hub
+// in its reads and waits (eq_attach_progress).
+int hub_attach(fid_eq* fid, event::Eq* eq, proto::AddressVector* av) noexcept {
   try {
     std::lock_guard lock(g_hubs_mutex);
     EqHub* hub = nullptr;
@@ -105,9 +105,7 @@ int hub_attach(event::Eq* eq, proto::AddressVector* av) noexcept {
       std::lock_guard hub_lock(hub->mutex);
       hub->avs.push_back(av);
     }
-    if (!eq->progress_source())
-      eq->set_progress(hub);
-    else if (eq->progress_source() != hub)
+    if (hub->avs.size() == 1 && !eq_attach_progress(fid, hub))
       DPFAB_INFO(FI_LOG_AV,
                  "the EQ has another progress source: FI_EVENT insertions progress "
                  "with the endpoints' progress only");
@@ -117,16 +115,16 @@ int hub_attach(event::Eq* eq, proto::AddressVector* av) noexcept {
   }
 }
 
-// Removes `av` from its EQ's hub; when the hub is left empty it stops being the EQ's progress
-// source and becomes free. On return no hub is running `av`'s progress.
-void hub_detach(event::Eq* eq, proto::AddressVector* av) noexcept {
+// Removes `av` from its EQ's hub; when the hub is left empty the EQ stops running it and it
+// becomes free. On return no hub is running `av`'s progress.
+void hub_detach(fid_eq* fid, event::Eq* eq, proto::AddressVector* av) noexcept {
   std::lock_guard lock(g_hubs_mutex);
   for (auto& h : *g_hubs) {
     if (h->eq != eq) continue;
     std::lock_guard hub_lock(h->mutex);  // waits for a progress() that is running av
     std::erase(h->avs, av);
     if (h->avs.empty()) {
-      if (eq->progress_source() == h.get()) eq->set_progress(nullptr);
+      eq_detach_progress(fid, h.get());
       h->eq = nullptr;
     }
     return;
@@ -156,7 +154,7 @@ int av_close(fid* f) noexcept {
   if (!a) return -FI_EINVAL;
   // Acquire: pairs with the release decrement in av_bind_ref: the endpoint's last use is done.
   if (a->bind_refs.load(std::memory_order_acquire) != 0) return -FI_EBUSY;
-  if (a->eq_impl) hub_detach(a->eq_impl, a->av.get());
+  if (a->eq_impl) hub_detach(a->eq, a->eq_impl, a->av.get());
   a->av.reset();  // cancels pending insertions: their entries go to the EQ, still bound
   if (a->eq) (void)eq_bind_ref(a->eq, -1);
   a->domain->refs.fetch_sub(1, std::memory_order_release);
@@ -182,7 +180,7 @@ int av_bind(fid* f, fid* bfid, uint64_t flags) noexcept {
     (void)eq_bind_ref(eq, -1);
     return r;
   }
-  if (int r = hub_attach(impl, a->av.get()); r != FI_SUCCESS)
+  if (int r = hub_attach(eq, impl, a->av.get()); r != FI_SUCCESS)
     DPFAB_WARN(FI_LOG_AV, "fi_av_bind: %s; FI_EVENT insertions progress with the endpoints only",
                fi_strerror(-r));
   a->eq = eq;

@@ -156,6 +156,17 @@ std::unique_ptr<proto::Resolver> make_default_resolver(const port::Port& port);
 int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq, void* context) noexcept;
 int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr, void* context) noexcept;
 int eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** eq, void* context) noexcept;
+/// fi_passive_ep (pep.cc): an FI_EP_MSG passive endpoint on the port info names.
+int passive_ep_open(fid_fabric* fabric, fi_info* info, fid_pep** pep, void* context) noexcept;
+/// Connection events come in as frames on a port: an EQ's reads and waits progress one (and sleep
+/// on its wake fds, as a CQ's do). eq_open gives an EQ the process's first port; the first passive
+/// or MSG endpoint bound to it gives it its own port (once: FI_GETWAIT's fds follow the port).
+void eq_progress_port(fid_eq* eq, progress::PortEngine* engine) noexcept;
+/// An EQ's reads and waits also run `extra` (the pending insertions of its asynchronous AVs:
+/// av.cc). One at a time: false when the EQ runs another already.
+bool eq_attach_progress(fid_eq* eq, wait::ProgressSource* extra) noexcept;
+/// Stops running `extra` (if it is the one attached).
+void eq_detach_progress(fid_eq* eq, wait::ProgressSource* extra) noexcept;
 /// The queue behind one of our EQs (for objects that write events: AVs, later CM), or nullptr.
 event::Eq* eq_of(fid_eq* eq) noexcept;
 /// Counts objects bound to an EQ (endpoints, AVs, passive endpoints: +1 on bind, -1 when they

@@ -419,9 +419,11 @@ int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context)
     if (!domain || !info || !ep) return -FI_EINVAL;
     Domain* dom = container_of_fid<Domain>(&domain->fid);
     const fi_ep_type type = info->ep_attr ? info->ep_attr->type : FI_EP_UNSPEC;
-    if (type != FI_EP_DGRAM && type != FI_EP_RDM && type != FI_EP_UNSPEC) return -FI_EINVAL;
+    if (type != FI_EP_DGRAM && type != FI_EP_RDM && type != FI_EP_MSG && type != FI_EP_UNSPEC)
+      return -FI_EINVAL;
     if (!dom->engine) return -FI_ENODEV;  // a port the application owns: no data path
     if (type == FI_EP_RDM) return rdm_endpoint_open(dom, info, ep, context);
+    if (type == FI_EP_MSG) return msg_endpoint_open(dom, info, ep, context);
     auto e = std::make_unique<Endpoint>();
     ep_base_init(e.get(), dom, info, context);
     size_t max_msg = wire::max_payload(dom->engine->mtu() ? dom->engine->mtu() : 1500);

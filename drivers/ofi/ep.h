@@ -3,15 +3,19 @@
 // What the endpoint types share (ep_common.cc): the fid, the bindings (CQs, counters, AV, EQ),
 // operation flags, the address an endpoint asks for, and the fi_ops that do not depend on the
 // protocol. ep.cc is FI_EP_DGRAM over proto::DgramEndpoint, ep_rdm.cc FI_EP_RDM over
-// proto::RdmEndpoint; each embeds EpBase as its base and fills in its own ops tables.
+// proto::RdmEndpoint, ep_msg.cc FI_EP_MSG over proto::MsgEndpoint (pep.cc: passive endpoints);
+// each embeds EpBase as its base and fills in its own ops tables.
 #pragma once
 
 #include <rdma/fi_endpoint.h>
+
+#include <memory>
 
 #include "dpdk.h"
 #include "event/cntr.h"
 #include "event/cq.h"
 #include "proto/av.h"
+#include "proto/msg_passive.h"
 #include "wire/address.h"
 
 namespace dpfab::ofi {
@@ -78,5 +82,40 @@ extern fi_ops_atomic g_no_atomic_ops;
 
 /// fi_endpoint for FI_EP_RDM (ep_rdm.cc).
 int rdm_endpoint_open(Domain* dom, fi_info* info, fid_ep** ep, void* context) noexcept;
+
+// ---- FI_EP_MSG (ep_msg.cc, pep.cc) ----
+
+/// A passive endpoint's UDP port, shared with the endpoints that accept its requests
+/// (proto::PortShare): bound to the engine at fi_listen, unbound when the passive endpoint and
+/// the last of them have closed (the last shared_ptr goes).
+struct SharedPort {
+  progress::PortEngine* engine;
+  uint16_t udp_port_be;
+  proto::PortShare share;
+  SharedPort(progress::PortEngine* e, uint16_t port_be, proto::Receiver* passive) noexcept
+      : engine(e), udp_port_be(port_be), share(e, &e->msg_stats(), passive) {}
+  ~SharedPort() { engine->unbind(udp_port_be); }
+  /// Frees endpoint id `ep_be` once no poll step is delivering to it.
+  void remove(uint16_t ep_be) noexcept {
+    engine->with_rx_owner([&] { share.remove_rx_owner(ep_be); });
+  }
+};
+
+/// fi_endpoint for FI_EP_MSG. info->handle may be an FI_CONNREQ's request (the endpoint accepts
+/// it) or a passive endpoint (the endpoint takes over its UDP port).
+int msg_endpoint_open(Domain* dom, fi_info* info, fid_ep** ep, void* context) noexcept;
+/// The connector's address and connection id of a connection request still open (neither
+/// accepted nor rejected, its passive endpoint open), and the UDP port it came in on, which the
+/// accepting endpoint shares. -FI_EINVAL otherwise (`handle` is looked up, never read, first).
+int msg_take_connreq(fid_t handle, wire::Address* from, uint32_t* conn_id,
+                     std::shared_ptr<SharedPort>* port) noexcept;
+/// fi_accept of that request: its passive endpoint drops the connector's repeats from now on,
+/// and the request is closed. -FI_EINVAL when it is not open.
+int msg_accepted_connreq(fid_t handle) noexcept;
+/// The UDP port (network order) of an open passive endpoint, 0 when none is assigned yet;
+/// -FI_EINVAL when `pep` is not one.
+int msg_pep_port(fid_t pep) noexcept;
+/// fi_getopt FI_OPT_CM_DATA_SIZE (a size_t): wire::kCmMaxData.
+int msg_cm_data_size_opt(void* val, size_t* len) noexcept;
 
 }  // namespace dpfab::ofi

@@ -5,6 +5,7 @@
 #include <rdma/fi_rma.h>
 
 #include "ep.h"
+#include "wire/multicast.h"
 
 namespace dpfab::ofi {
 
@@ -156,7 +157,9 @@ int ep_setname(fid* f, void* addr, size_t addrlen) noexcept {
   if (e->enabled) return -FI_EOPBADSTATE;
   auto a = wire::read_address(addr, addrlen);
   if (!a) return -FI_EINVAL;
-  if (a->ipv4_be && a->ipv4_be != e->engine->ipv4_be()) return -FI_EINVAL;  // not our port
+  // Not our port's address (a loopback address names this host, and so our port too).
+  if (a->ipv4_be && a->ipv4_be != e->engine->ipv4_be() && !wire::is_loopback_ipv4(a->ipv4_be))
+    return -FI_EINVAL;
   e->udp_port_be = a->udp_port_be;
   e->ep_id_be = a->ep_id_be;
   return FI_SUCCESS;

@@ -15,14 +15,76 @@
 //   - fi_control: FI_GETWAIT (FD: int*, POLLFD: fi_wait_pollfd*, MUTEX_COND: fi_mutex_cond*,
 //     SET: the wait set's object, others -FI_ENODATA), FI_GETWAITOBJ.
 #include "event/eq.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+
 #include "dpdk.h"
 
 namespace dpfab::ofi {
 namespace {
 
+// What an EQ's reads and waits progress (its wait::ProgressSource, set at open): a port
+// (connection events arrive as its frames: the process's first port, until the first passive or
+// MSG endpoint bound to the EQ names its own) and the pending insertions of the asynchronous AVs
+// bound to it (av.cc's hub). Sleeping follows the port (its wake fds, its watch by the wakeup
+// thread); while an insertion waits for ARP on a port without wake fds, a sleeper wakes every
+// millisecond to run it.
+class EqProgress final : public wait::ProgressSource {
+ public:
+  std::atomic<progress::PortConsumer*> port{nullptr};
+  std::atomic<wait::ProgressSource*> extra{nullptr};
+
+  size_t progress() noexcept override {
+    size_t n = 0;
+    if (auto* p = port.load(std::memory_order_acquire)) n += p->progress();
+    if (auto* x = extra.load(std::memory_order_acquire)) n += x->progress();
+    return n;
+  }
+  int64_t spin_ns() noexcept override {
+    auto* p = port.load(std::memory_order_acquire);
+    return p ? p->spin_ns() : 0;
+  }
+  void waited(int64_t ns, bool ready, bool slept) noexcept override {
+    if (auto* p = port.load(std::memory_order_acquire)) p->waited(ns, ready, slept);
+  }
+  int64_t poll_interval_ns() const noexcept override {
+    auto* p = port.load(std::memory_order_acquire);
+    auto* x = extra.load(std::memory_order_acquire);
+    const int64_t a = p ? p->poll_interval_ns() : -1, b = x ? x->poll_interval_ns() : -1;
+    return a < 0 ? b : b < 0 ? a : std::min(a, b);
+  }
+  std::span<const int> sleep_fds() const noexcept override {
+    auto* p = port.load(std::memory_order_acquire);
+    return p ? p->sleep_fds() : std::span<const int>();
+  }
+  bool prepare_sleep() noexcept override {
+    auto* p = port.load(std::memory_order_acquire);
+    return p ? p->prepare_sleep() : true;
+  }
+  uint8_t arm_kind(bool on_fds) const noexcept override {
+    auto* p = port.load(std::memory_order_acquire);
+    return p ? p->arm_kind(on_fds) : 0;
+  }
+  void armed(uint8_t kind) noexcept override {
+    if (auto* p = port.load(std::memory_order_acquire)) p->armed(kind);
+  }
+  void disarmed(uint8_t kind) noexcept override {
+    if (auto* p = port.load(std::memory_order_acquire)) p->disarmed(kind);
+  }
+  void interrupted() noexcept override {
+    if (auto* p = port.load(std::memory_order_acquire)) p->interrupted();
+  }
+};
+
 struct EqFid {
   fid_eq fid{};
   Fabric* fabric = nullptr;
+  EqProgress progress;
+  std::atomic<bool> port_chosen{false};  ///< a passive or MSG endpoint named the port
   std::unique_ptr<event::Eq> eq;
   fi_wait_obj wait_obj = FI_WAIT_NONE;  ///< as opened, FI_WAIT_UNSPEC resolved
   fid_wait* wait_set = nullptr;         ///< FI_WAIT_SET: the set joined
@@ -116,7 +178,47 @@ fi_ops_eq g_eq_ops = {
     .strerror = eq_strerror,
 };
 
+// One consumer per port for the EQs of the process: they live as long as the process (an EQ's
+// waits may be on one while an endpoint closes), made when a port's first EQ needs one.
+progress::PortConsumer* eq_consumer(progress::PortEngine* engine, const config::Config* cfg) {
+  static std::mutex mutex;
+  static auto* consumers = new std::map<uint16_t, std::unique_ptr<progress::PortConsumer>>();
+  std::lock_guard lock(mutex);
+  auto& c = (*consumers)[engine->port()->info().port_id];
+  if (!c) c = std::make_unique<progress::PortConsumer>();
+  if (c->engine() != engine)  // first use, or a port opened again after a provider cleanup
+    c->attach(engine,
+              progress::SpinConfig{cfg ? cfg->spin_auto : true, cfg ? cfg->spin_us * 1000 : 0,
+                                   cfg ? cfg->spin_max_us * 1000 : 100'000});
+  return c.get();
+}
+
 }  // namespace
+
+void eq_progress_port(fid_eq* eq, progress::PortEngine* engine) noexcept {
+  EqFid* e = as_eq(eq);
+  if (!e || !engine) return;
+  if (e->port_chosen.exchange(true, std::memory_order_acq_rel)) return;
+  try {
+    // Release: the consumer is made before a waiter can load it.
+    e->progress.port.store(eq_consumer(engine, e->fabric->cfg), std::memory_order_release);
+  } catch (...) {  // out of memory: the EQ keeps the port it had
+  }
+}
+
+bool eq_attach_progress(fid_eq* eq, wait::ProgressSource* extra) noexcept {
+  EqFid* e = as_eq(eq);
+  wait::ProgressSource* none = nullptr;
+  // Release: the source is ready before a waiter can load it.
+  return e && e->progress.extra.compare_exchange_strong(none, extra, std::memory_order_release);
+}
+
+void eq_detach_progress(fid_eq* eq, wait::ProgressSource* extra) noexcept {
+  if (EqFid* e = as_eq(eq)) {
+    wait::ProgressSource* cur = extra;
+    e->progress.extra.compare_exchange_strong(cur, nullptr, std::memory_order_acq_rel);
+  }
+}
 
 int eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** eq, void* context) noexcept {
   return guard("fi_eq_open", [&]() -> int {
@@ -154,6 +256,15 @@ int eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** eq, void* context) no
     opts.api_version = api_version(fab);
     opts.fid = &e->fid.fid;
     e->eq = std::make_unique<event::Eq>(std::move(signal.value()), opts);
+    // Connection events arrive on a port: the EQ progresses the process's first one until a
+    // passive or MSG endpoint bound to it names its own. Set before joining a wait set, which
+    // records its members' progress sources.
+    for (const auto& p : port::ports())
+      if (auto engine = progress::PortEngine::of(p.get())) {
+        e->progress.port.store(eq_consumer(*engine, fab->cfg), std::memory_order_relaxed);
+        break;
+      }
+    e->eq->set_progress(&e->progress);
     if (wait_set) {
       if (int r = waitset_join(wait_set, e->eq.get(), context); r != FI_SUCCESS) return r;
     }

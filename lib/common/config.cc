@@ -23,7 +23,7 @@ namespace {
 constexpr const char* kSection = "dpdk";
 
 // The single list of keys. config/dpfab.conf must show the same defaults; a unit test checks it.
-constexpr std::array<KeyInfo, 20> kKeys{{
+constexpr std::array<KeyInfo, 21> kKeys{{
     {"config", "",
      "Path of the configuration file to read instead of the installed default (dpfab.conf)."},
     {"eal_args", "--no-huge --no-shconf --no-pci -m 48 --log-level=*:warning",
@@ -59,6 +59,10 @@ constexpr std::array<KeyInfo, 20> kKeys{{
     {"rdm_max_retries", "10",
      "FI_EP_RDM: retransmissions (or keepalive probes) in a row that must go unanswered, besides "
      "rdm_peer_timeout_ms of silence, before a peer is declared unreachable; 0 to 1000."},
+    {"msg_connect_timeout_ms", "10000",
+     "FI_EP_MSG: milliseconds a connect (or an accept) may go unanswered before it fails with "
+     "FI_ETIMEDOUT; its request is repeated meanwhile (100 ms, doubling up to 1 s); 100 to "
+     "86400000. A connected peer is lost after rdm_peer_timeout_ms of silence."},
     {"udp_checksum", "auto",
      "UDP checksum of the frames sent: 'auto' leaves it out (0, 'none computed', RFC 768) on "
      "memif and ring ports, whose frames never leave this host's memory, and computes it on "
@@ -347,6 +351,10 @@ Result<Config> load(const EnvLookup& env, const std::string& default_file) {
       auto n = int_in_range(v, 0, 1000);
       if (!n) return n.error();
       cfg.rdm_max_retries = static_cast<uint32_t>(*n);
+    } else if (v.key == "msg_connect_timeout_ms") {
+      auto n = int_in_range(v, 100, 86'400'000);
+      if (!n) return n.error();
+      cfg.msg_connect_timeout_ms = static_cast<uint64_t>(*n);
     } else if (v.key == "udp_checksum") {
       if (v.text != "auto" && v.text != "on") return bad(v, "not 'auto' or 'on'");
       cfg.udp_checksum_always = v.text == "on";

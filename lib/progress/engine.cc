@@ -56,6 +56,7 @@ PortEngine::PortEngine(port::Port* p)
   stopped_ = p->info().created && !p->device_started();  // no bursts until a restart succeeds
   // udp_checksum = auto (set_udp_checksum): none on links that stay in this host's memory.
   tx_caps_.udp_none = memif_ || p->info().driver == "net_ring";
+  loopback_alias_ = memif_ || p->info().driver == "net_ring";
   shared_link_ = p->info().driver == "net_af_packet" || p->info().driver == "net_af_xdp";
   prefault_pending_ = memif_;
 }
@@ -216,7 +217,8 @@ PortEngine::Handled PortEngine::handle(rte_mbuf* m) noexcept {
   switch (wire::decode_mbuf(m, &f, decode_)) {
     case wire::Verdict::kData: {
       if (unlikely(wire::is_multicast_ipv4(f.dst_ip_be))) return deliver_group(f, m);
-      if (unlikely(f.dst_ip_be != ipv4_be_ ||
+      if (unlikely((f.dst_ip_be != ipv4_be_ &&
+                    !(loopback_alias_ && wire::is_loopback_ipv4(f.dst_ip_be))) ||
                    !rte_is_same_ether_addr(&f.dst_mac, &port_->info().mac))) {
         bump(stats_.not_ours);
         return Handled::kFree;
@@ -224,6 +226,7 @@ PortEngine::Handled PortEngine::handle(rte_mbuf* m) noexcept {
       proto::Receiver* r = demux_[rte_be_to_cpu_16(f.dst_port_be)].load(std::memory_order_acquire);
       if (!r) {
         bump(stats_.no_listener);
+        if (f.header.type == wire::Type::kCm) proto::answer_absent_cm(this, f, &msg_stats_);
         return Handled::kFree;
       }
       return r->deliver(f, m) ? Handled::kKept : Handled::kDelivered;
@@ -231,6 +234,14 @@ PortEngine::Handled PortEngine::handle(rte_mbuf* m) noexcept {
     case wire::Verdict::kArp: {
       bump(stats_.arp);
       wire::Local local{port_->info().mac, ipv4_be_};
+      // A request for a loopback address on a port inside this host is answered as ours, in
+      // that address's name (loopback_alias()).
+      wire::ArpMessage msg;
+      if (loopback_alias_ &&
+          wire::parse_arp(std::span<const uint8_t>(f.payload, f.payload_len), &msg) ==
+              wire::ArpVerdict::kRequest &&
+          wire::is_loopback_ipv4(msg.tpa_be))
+        local.ip_be = msg.tpa_be;
       uint8_t reply[wire::kMinFrameLen];
       auto r = wire::handle_arp_st(std::span<const uint8_t>(f.payload, f.payload_len), local,
                                    neigh_, static_cast<uint64_t>(now_ns()), reply, arp_stats_);

@@ -28,6 +28,7 @@
 #include "progress/udp_claims.h"
 #include "proto/endpoint.h"
 #include "proto/groups.h"
+#include "proto/msg_endpoint.h"
 #include "wire/arp.h"
 #include "wire/decoder.h"
 #include "wire/neighbour.h"
@@ -143,6 +144,17 @@ class PortEngine final : public proto::Link {
   void leave_group(uint32_t group_be, uint16_t udp_port_be, proto::Receiver* r) noexcept;
   const proto::GroupStats& group_stats() const noexcept { return group_stats_; }
 
+  // ---- FI_EP_MSG ----
+  /// The port's MSG counters, shared by its MSG and passive endpoints (telemetry).
+  proto::MsgPortStats& msg_stats() noexcept { return msg_stats_; }
+  const proto::MsgPortStats& msg_stats() const noexcept { return msg_stats_; }
+  /// Whether 127.0.0.0/8 names this port too (memif and ring ports: links inside this host).
+  /// Such a port takes frames sent to a loopback address as its own, and answers ARP requests
+  /// for one, so that a peer process on the link resolves "127.0.0.1" to us: fabtests and other
+  /// programs that name the server 127.0.0.1 connect (FI_EP_MSG) to the process at the other end
+  /// of the link. fi_dpdk(7), "Loopback addresses".
+  bool loopback_alias() const noexcept { return loopback_alias_; }
+
   const wire::DecodeStats& decode_stats() const noexcept { return decode_; }
   const wire::ArpStats& arp_stats() const noexcept { return arp_stats_; }
   const EngineStats& stats() const noexcept { return stats_; }
@@ -197,7 +209,8 @@ class PortEngine final : public proto::Link {
   /// regions): the first poll step that finds it up faults the shared memory in
   /// (port::Port::prefault_shared_memory), once per connection, before it receives.
   bool prefault_pending_ = false;
-  bool memif_ = false;  // a net_memif port (set at construction)
+  bool memif_ = false;           // a net_memif port (set at construction)
+  bool loopback_alias_ = false;  // memif and ring: see loopback_alias()
   /// An af_packet or af_xdp port: other processes may open the same interface (udp_claims.h).
   bool shared_link_ = false;
   /// A restart failed (a memif client with no server): the port is stopped, and DPDK's bursts on
@@ -224,6 +237,7 @@ class PortEngine final : public proto::Link {
   std::unique_ptr<FaultInjector> faults_;
   proto::GroupTable groups_;  // multicast memberships (join_group)
   proto::GroupStats group_stats_;
+  proto::MsgPortStats msg_stats_;
   std::atomic<uint64_t> timer_due_ns_{UINT64_MAX};     // neighbours; see timer_due_ns()
   std::atomic<uint64_t> rx_timer_due_ns_{UINT64_MAX};  // receivers, after the backlog pass
   PortWake wake_;

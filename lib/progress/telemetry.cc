@@ -70,6 +70,18 @@ int tel_stats(const char*, const char*, rte_tel_data* d) {
         add_u64(d, k + "faults_reordered", st.faults.reordered.load(std::memory_order_relaxed));
         add_u64(d, k + "faults_duplicated", st.faults.duplicated.load(std::memory_order_relaxed));
         add_u64(d, k + "faults_corrupted", st.faults.corrupted.load(std::memory_order_relaxed));
+        // FI_EP_MSG (proto/msg_endpoint.h): connection management and stale traffic dropped.
+        const proto::MsgPortStats& ms = e.msg_stats();
+        add_u64(d, k + "msg_cm_rx", ms.cm_rx.load(std::memory_order_relaxed));
+        add_u64(d, k + "msg_cm_tx", ms.cm_tx.load(std::memory_order_relaxed));
+        add_u64(d, k + "msg_cm_rejected", ms.cm_rejected.load(std::memory_order_relaxed));
+        add_u64(d, k + "msg_stale_cm", ms.stale_cm.load(std::memory_order_relaxed));
+        add_u64(d, k + "msg_stale_data", ms.stale_data.load(std::memory_order_relaxed));
+        add_u64(d, k + "msg_not_connected", ms.not_connected.load(std::memory_order_relaxed));
+        add_u64(d, k + "msg_connreqs", ms.connreqs.load(std::memory_order_relaxed));
+        add_u64(d, k + "msg_connreq_repeats", ms.connreq_repeats.load(std::memory_order_relaxed));
+        add_u64(d, k + "msg_connreq_full", ms.connreq_full.load(std::memory_order_relaxed));
+        add_u64(d, k + "msg_no_listener", ms.no_listener.load(std::memory_order_relaxed));
         // Sleeping on the port (port_wake.h): how its sleepers are woken, and what they did.
         const PortWake& w = e.wake();
         rte_tel_data_add_dict_string(d, (k + "sleep").c_str(), w.describe());

@@ -939,7 +939,9 @@ void RdmCore::flush_acks(uint64_t now) noexcept {
     if (p) p->rel.flush_ack(now);
 }
 
-void RdmCore::unreachable(fi_addr_t peer) noexcept {
+void RdmCore::unreachable(fi_addr_t peer) noexcept { fail_peer(peer, FI_EHOSTUNREACH); }
+
+void RdmCore::fail_peer(fi_addr_t peer, int err) noexcept {
   PeerState* p = state(peer);
   if (p == nullptr) return;
   // Sends to it, queued or in flight.
@@ -947,11 +949,11 @@ void RdmCore::unreachable(fi_addr_t peer) noexcept {
   p->rdvq = {};
   p->awaiting_cts = 0;
   for (uint32_t i = 0; i < tx_.size(); ++i)
-    if (tx_[i].in_use && tx_[i].op.dest == peer) complete_tx(i, FI_EHOSTUNREACH);
+    if (tx_[i].in_use && tx_[i].op.dest == peer) complete_tx(i, err);
   // Receives bound to its messages.
-  p->rdv_rx.for_each(rx_, [&](uint32_t r) { complete_rx(r, FI_EHOSTUNREACH); });
+  p->rdv_rx.for_each(rx_, [&](uint32_t r) { complete_rx(r, err); });
   p->rdv_rx = {};
-  abandon_cur(*p, FI_EHOSTUNREACH);
+  abandon_cur(*p, err);
   // Its unexpected messages that will never be whole (complete eager ones stay receivable).
   for (auto* list : {&unexp_msg_, &unexp_tagged_}) {
     uint32_t prev = kNone;
@@ -962,14 +964,14 @@ void RdmCore::unreachable(fi_addr_t peer) noexcept {
         // Claimed (FI_PEEK|FI_CLAIM): kept until its FI_CLAIM receive, which gets the error.
         if (!e.dead) {
           e.dead = true;
-          e.dead_err = FI_EHOSTUNREACH;
+          e.dead_err = err;
         }
         if (e.slot != kNone) unexp_slot_free_.put(e.slot);
         e.slot = kNone;
         prev = u;
       } else if (e.from == peer && !e.complete()) {
         list->remove(unexp_, u, prev);
-        if (e.bound_rx != kNone) complete_rx(e.bound_rx, FI_EHOSTUNREACH);
+        if (e.bound_rx != kNone) complete_rx(e.bound_rx, err);
         free_unexpected(u);
       } else {
         prev = u;
@@ -981,11 +983,65 @@ void RdmCore::unreachable(fi_addr_t peer) noexcept {
   for (uint32_t u = 0; u < unexp_.size(); ++u) {
     Unexp& e = unexp_[u];
     if (e.in_use && e.from == peer && !e.complete() && (e.bound_rx != kNone || e.discard)) {
-      if (e.bound_rx != kNone) complete_rx(e.bound_rx, FI_EHOSTUNREACH);
+      if (e.bound_rx != kNone) complete_rx(e.bound_rx, err);
       free_unexpected(u);
     }
   }
   std::erase_if(cts_, [&](const Cts& c) { return c.peer == peer; });
+}
+
+// ---- FI_EP_MSG: the connection ended (msg_endpoint.h) --------------------------------------
+
+void RdmCore::abort(int err) noexcept {
+  // Receives still posted first: a FI_MULTI_RECV buffer with messages arriving into it is released
+  // now, so that the last of them, failed below, reports FI_MULTI_RECV and frees it.
+  for (auto* list : {&posted_msg_, &posted_tagged_})
+    while (!list->empty()) {
+      const uint32_t r = list->pop_front(rx_);
+      RxOp& x = rx_[r];
+      if (x.multi && x.children > 0) {
+        x.released = true;
+        continue;
+      }
+      x.tagged = x.op.match.tagged;
+      x.has_data = false;
+      x.tag = x.op.match.tag;
+      complete_rx(r, err);
+    }
+  // What involves each peer fails as if it were unreachable, and nothing of it is resent: its
+  // reliability state starts afresh.
+  for (fi_addr_t a = 0; a < peers_.size(); ++a) {
+    PeerState* p = peers_[a].get();
+    if (p == nullptr) continue;
+    fail_peer(a, err);
+    p->rel.~RdmPeer();
+    new (&p->rel) RdmPeer(&shared_, a);
+    p->rdv_turn = false;
+    p->active = false;
+  }
+  active_.clear();
+  cts_.clear();
+  // Complete unexpected messages nobody will receive now; a claimed one fails its claim.
+  for (auto* list : {&unexp_msg_, &unexp_tagged_}) {
+    uint32_t prev = kNone;
+    for (uint32_t u = list->front(); u != kNone;) {
+      const uint32_t next = unexp_[u].next;
+      Unexp& e = unexp_[u];
+      if (e.claimed) {
+        if (!e.dead) {
+          e.dead = true;
+          e.dead_err = err;
+        }
+        if (e.slot != kNone) unexp_slot_free_.put(e.slot);
+        e.slot = kNone;
+        prev = u;
+      } else {
+        list->remove(unexp_, u, prev);
+        free_unexpected(u);
+      }
+      u = next;
+    }
+  }
 }
 
 }  // namespace dpfab::proto::rdm

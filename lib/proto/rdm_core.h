@@ -206,6 +206,12 @@ class RdmCore final : private PeerHost {
   void flush_acks(uint64_t now) noexcept;
   /// Earliest time progress() has timer work, or UINT64_MAX.
   uint64_t next_deadline() const noexcept;
+  /// FI_EP_MSG (msg_endpoint.h), when its connection ends: every operation in progress completes
+  /// with `err` (FI_ECANCELED, FI_EHOSTUNREACH): sends queued or in flight, receives posted or
+  /// bound to a message (a FI_MULTI_RECV buffer reports FI_MULTI_RECV with its last one);
+  /// unexpected messages are dropped (a claimed one fails its FI_CLAIM receive with `err`); every
+  /// peer's reliability state starts afresh, so nothing is resent.
+  void abort(int err) noexcept;
 
   const CoreStats& stats() const noexcept { return stats_; }
   const ReliabilityStats& reliability_stats() const noexcept { return shared_.stats; }
@@ -240,6 +246,8 @@ class RdmCore final : private PeerHost {
                std::span<const uint8_t> data) noexcept override;
   void acked(fi_addr_t peer, uint32_t cookie) noexcept override;
   void unreachable(fi_addr_t peer) noexcept override;
+  // Completes every operation involving `peer` with `err` (unreachable: FI_EHOSTUNREACH).
+  void fail_peer(fi_addr_t peer, int err) noexcept;
 
   PeerState* state(fi_addr_t a) noexcept;
   // A peer restarted (RdmPeer::is_restart; `first` is the new instance's first packet):

@@ -134,6 +134,7 @@ uint32_t RdmEndpoint::peer_id(const wire::Address& a) noexcept {
 }
 
 uint32_t RdmEndpoint::peer_of(fi_addr_t a) noexcept {
+  if (peer_) return a == 0 ? peer_id(*peer_) : kNoPeer;  // FI_EP_MSG: bind_peer
   const AvEntry* e = av_ ? av_->lookup(a) : nullptr;
   return e ? peer_id(e->addr) : kNoPeer;
 }
@@ -340,6 +341,20 @@ void RdmEndpoint::complete(const rdm::Completion& c) noexcept {
   if (cntr && c.count) cntr->add(1);
   if (cq && c.cq && !cq->write(c.context, c.flags, c.len, c.buf, c.data, c.tag, src))
     bump(stats_.cq_overrun);
+}
+
+// ---- FI_EP_MSG ---------------------------------------------------------------------------------
+
+void RdmEndpoint::bind_peer(const wire::Address& a) noexcept {
+  std::lock_guard lock(mu_);
+  peer_ = a;
+}
+
+void RdmEndpoint::abort(int err) noexcept {
+  std::lock_guard lock(mu_);
+  if (!core_) return;
+  core_->abort(err);
+  finish();
 }
 
 // ---- statistics --------------------------------------------------------------------------------

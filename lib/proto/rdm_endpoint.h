@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -84,6 +85,11 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   /// Our UDP port and endpoint id (network byte order), once the port is bound.
   void set_address(uint16_t udp_port_be, uint16_t ep_id_be) noexcept;
   bool enabled() const noexcept { return core_ != nullptr; }
+  /// FI_EP_MSG (msg_endpoint.h): the endpoint's one peer, without an AV: fi_addr 0 names it in
+  /// send() and directed receives, and no other. Once, before its first send.
+  void bind_peer(const wire::Address& a) noexcept;
+  /// FI_EP_MSG, when its connection ends: RdmCore::abort(err).
+  void abort(int err) noexcept;
   /// FI_OPT_MIN_MULTI_RECV, before or after enable.
   void set_min_multi_recv(uint64_t v) noexcept;
   uint64_t min_multi_recv() noexcept;
@@ -163,6 +169,7 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   Link* link_;
   Config cfg_;
   const AddressVector* av_ = nullptr;
+  std::optional<wire::Address> peer_;  // bind_peer (FI_EP_MSG): stands for the AV
   event::Cq* tx_cq_ = nullptr;
   event::Cq* rx_cq_ = nullptr;
   bool tx_selective_ = false, rx_selective_ = false;

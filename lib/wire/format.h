@@ -84,19 +84,24 @@ enum class Type : uint8_t {
   // Reserved for the RDM (reliability) issue; rejected until it implements them:
   kAck = 2,         ///< acknowledges frames up to `ack`
   kNack = 3,        ///< asks for retransmission from `ack`
-  kConnReq = 4,     ///< connection request
-  kConnResp = 5,    ///< connection response
-  kDisconnect = 6,  ///< connection teardown
+  kConnReq = 4,     ///< (reserved; FI_EP_MSG uses kCm)
+  kConnResp = 5,    ///< (reserved)
+  kDisconnect = 6,  ///< (reserved)
   /// FI_EP_RDM: the payload starts with the versioned RDM header (wire/rdm.h), which carries the
   /// reliability state; this header's seq/ack/msg_id/cq_data/flags are 0 (wire::decode_rdm checks
   /// them). DGRAM endpoints drop frames of any type but kData.
   kRdm = 7,
+  /// FI_EP_MSG connection management: the payload starts with the versioned CM header
+  /// (wire/cm.h); this header's seq/ack/msg_id/cq_data/flags are 0 (wire::decode_cm checks them).
+  /// A connected endpoint's data goes as kRdm frames.
+  kCm = 8,
 };
 
-/// Whether a receiver accepts frames of this type: kData and kRdm. The reserved types are as
+/// Whether a receiver accepts frames of this type: kData, kRdm and kCm. The reserved types are as
 /// unknown as any other value until something implements them.
 constexpr bool type_accepted(uint8_t t) noexcept {
-  return t == static_cast<uint8_t>(Type::kData) || t == static_cast<uint8_t>(Type::kRdm);
+  return t == static_cast<uint8_t>(Type::kData) || t == static_cast<uint8_t>(Type::kRdm) ||
+         t == static_cast<uint8_t>(Type::kCm);
 }
 
 /// Header flag bits (header bytes 2-3).

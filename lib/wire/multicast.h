@@ -31,6 +31,13 @@ constexpr bool is_multicast_ipv4(uint32_t ipv4_be) noexcept {
   return (first & 0xf0) == 0xe0;
 }
 
+/// Whether `ipv4_be` (network byte order) is a loopback address (127.0.0.0/8).
+constexpr bool is_loopback_ipv4(uint32_t ipv4_be) noexcept {
+  const uint8_t first = static_cast<uint8_t>(
+      __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? ipv4_be & 0xff : ipv4_be >> 24);
+  return first == 127;
+}
+
 /// Whether `ipv4_be` is the limited broadcast address 255.255.255.255.
 constexpr bool is_broadcast_ipv4(uint32_t ipv4_be) noexcept { return ipv4_be == 0xffffffffu; }
 

@@ -94,8 +94,9 @@ def decoder_corpus():
         "udp-checksum--wrong": frame(udp_ck=0x1234),
         "header-version--2": frame(version=2),
         "header-type--ack-reserved": frame(typ=2),
-        "header-type--8": frame(typ=8),
+        "header-type--9": frame(typ=9),
         "data--rdm-type": frame(typ=7, flags=0, cq_data=0),
+        "data--cm-type": frame(typ=8, flags=0, cq_data=0),
         "header-type--zero": frame(typ=0),
         "header-flags--unknown-bit": frame(flags=0x8000),
         "payload-length--plus-one": frame(plen=13),
@@ -222,6 +223,51 @@ def rdm_corpus():
     }
 
 
+def cm(kind=1, flags=0, src_id=0x1234, dst_id=0, data_len=None, reserved=0, data=b"hello",
+       version=1, outer_type=8, outer_flags=0, outer_msg_id=0):
+    """One cm fuzz input: the 32-byte dpfab header, then the CM header (cm.h) and data."""
+    r = struct.pack("!BBHIIHH", version, kind, flags, src_id, dst_id,
+                    len(data) if data_len is None else data_len, reserved) + data
+    outer = struct.pack("!BBHHHIIIIQ", 1, outer_type, outer_flags, 3, 7, len(r), 0, 0,
+                        outer_msg_id, 0)
+    return outer + r
+
+
+def cm_corpus():
+    conn = dict(src_id=0x1234, dst_id=0x5678, data=b"")
+    return {
+        "ok--connreq": cm(),
+        "ok--connreq-no-data": cm(data=b""),
+        "ok--connreq-256-bytes": cm(data=bytes(range(256))),
+        "ok--accept": cm(kind=2, dst_id=0x1234, src_id=0x5678, data=b"accepted"),
+        "ok--reject": cm(kind=3, src_id=0, dst_id=0x1234, data=b"no thanks"),
+        "ok--reject-no-listener": cm(kind=3, flags=1, src_id=0, dst_id=0x1234, data=b""),
+        "ok--established": cm(kind=4, **conn),
+        "ok--shutdown": cm(kind=5, **conn),
+        "ok--shutdown-ack": cm(kind=6, **conn),
+        "ok--keepalive": cm(kind=7, **conn),
+        "outer-header--type-rdm": cm(outer_type=7),
+        "outer-header--msg-id": cm(outer_msg_id=1),
+        "outer-header--flags": cm(outer_flags=1),
+        "truncated--15-bytes": cm(data=b"")[:32 + 15],
+        "version--2": cm(version=2),
+        "kind--0": cm(kind=0),
+        "kind--8": cm(kind=8),
+        "flags--no-listener-on-connreq": cm(flags=1),
+        "flags--unknown-bit": cm(kind=3, flags=2, src_id=0, dst_id=0x1234),
+        "ids--connreq-without-source": cm(src_id=0),
+        "ids--connreq-with-destination": cm(dst_id=1),
+        "ids--reject-with-source": cm(kind=3, src_id=1, dst_id=0x1234),
+        "ids--accept-without-destination": cm(kind=2, dst_id=0),
+        "ids--keepalive-without-destination": cm(kind=7, src_id=1, dst_id=0, data=b""),
+        "reserved--set": cm(reserved=1),
+        "data-length--longer-than-payload": cm(data_len=6),
+        "data-length--shorter-than-payload": cm(data_len=4),
+        "data-length--257-bytes": cm(data=bytes(257)),
+        "data-length--data-on-shutdown": cm(kind=5, src_id=1, dst_id=2, data=b"x"),
+    }
+
+
 def core_recv(flags=0, len16=0, tag=0, ignore=0, src=3):
     return struct.pack("!BBHBBB", 1, flags, len16, tag, ignore, src)
 
@@ -294,3 +340,4 @@ if __name__ == "__main__":
     write("arp", arp_corpus())
     write("rdm", rdm_corpus())
     write("rdm-core", rdm_core_corpus())
+    write("cm", cm_corpus())

@@ -28,6 +28,10 @@ stock timeout 60 fi_info -p dpdk >"$out" 2>"$err"; rc=$?
 check "fi_info -p dpdk exits 0 (rc=$rc)" test "$rc" -eq 0
 check "fi_info -p dpdk lists provider dpdk" grep -q '^provider: dpdk$' "$out"
 check "fi_info -p dpdk shows FI_EP_DGRAM" grep -q 'type: FI_EP_DGRAM' "$out"
+check "fi_info -p dpdk shows FI_EP_MSG" grep -q 'type: FI_EP_MSG' "$out"
+check "fi_info -p dpdk lists its native RDM first" \
+  bash -c "grep -m1 '^provider:' '$out' | grep -q '^provider: dpdk$' && grep -m1 'type:' '$out' | grep -q FI_EP_RDM"
+check "fi_info -p dpdk lists no utility provider over dpdk" bash -c "! grep -q 'provider: dpdk;' '$out'"
 check "fi_info -p dpdk shows the memif domain" grep -q 'domain: net_memif0' "$out"
 
 stock timeout 60 fi_info -p dpdk -e >"$out" 2>"$err"; rc=$?
@@ -47,7 +51,7 @@ check "fi_info -p tcp works with our plugin present (rc=$rc)" test "$rc" -eq 0
 # Hints naming dpdk start EAL, unless they ask for what dpdk never offers (an endpoint type or a
 # primary capability it lacks): such a process must not bring up DPDK and its ports (on a role=auto
 # memif socket it would take a later process's place).
-for ask in "-t FI_EP_MSG" "-c FI_RMA" "-t FI_EP_RDM -c FI_ATOMIC"; do
+for ask in "-t FI_EP_MSG -c FI_RMA" "-c FI_RMA" "-t FI_EP_RDM -c FI_ATOMIC"; do
   # shellcheck disable=SC2086
   FI_LOG_LEVEL=info FI_DPDK_PORTS=net_null0 stock timeout 60 fi_info -p dpdk $ask >"$out" 2>"$err"
   rc=$?
@@ -57,6 +61,11 @@ done
 FI_LOG_LEVEL=info FI_DPDK_PORTS=net_null0 stock timeout 60 fi_info -p dpdk -t FI_EP_RDM \
   >"$out" 2>"$err"; rc=$?
 check "fi_info -p dpdk -t FI_EP_RDM: EAL started (rc=$rc)" grep -q 'starting EAL' "$err"
+check "fi_info -p dpdk -t FI_EP_RDM: dpdk's own RDM first" \
+  bash -c "grep -m1 '^provider:' '$out' | grep -q '^provider: dpdk$'"
+FI_DPDK_PORTS=net_null0 stock timeout 60 fi_info -p dpdk -t FI_EP_MSG >"$out" 2>"$err"; rc=$?
+check "fi_info -p dpdk -t FI_EP_MSG: dpdk's MSG entry (rc=$rc)" \
+  bash -c "test $rc -eq 0 && grep -q 'type: FI_EP_MSG' '$out' && ! grep -q 'provider: dpdk;' '$out'"
 
 FI_DPDK_MBUFS=lots stock timeout 60 fi_info -p dpdk >"$out" 2>"$err"; rc=$?
 check "bad FI_DPDK_MBUFS: no infos, no crash (rc=$rc)" test "$rc" -ne 0 -a "$rc" -lt 128

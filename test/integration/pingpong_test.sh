@@ -3,9 +3,10 @@
 #
 # Stock fi_pingpong (Debian's libfabric-bin) over the dpdk provider: a server and a client process
 # joined by one net_memif link (role=auto: the first is the memif server). Data integrity checks
-# on (-c); every size of fi_pingpong's list (RDM: up to 1 MiB, through the rendezvous), or the
-# sizes given. Prints fi_pingpong's figures.
-#   pingpong_test.sh [iterations] [dgram|rdm] [fi_pingpong -S argument]
+# on (-c); every size of fi_pingpong's list (RDM and MSG: up to 1 MiB, through the rendezvous), or
+# the sizes given. MSG: the server sends its passive endpoint's name over fi_pingpong's TCP
+# control connection and the client connects to it. Prints fi_pingpong's figures.
+#   pingpong_test.sh [iterations] [dgram|rdm|msg] [fi_pingpong -S argument]
 set -uo pipefail
 : "${FI_PROVIDER_PATH:?meson sets FI_PROVIDER_PATH}"
 # Under scripts/test.sh's sanitizer build the plugin needs the ASan runtime loaded first: stock

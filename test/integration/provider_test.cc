@@ -66,31 +66,40 @@ TEST(Getinfo, StartingEalLeavesTheApplicationThreadAffinityAlone) {
 }
 
 TEST(Getinfo, HonoursEndpointType) {
-  for (auto type : {FI_EP_DGRAM, FI_EP_RDM}) {
+  for (auto type : {FI_EP_DGRAM, FI_EP_RDM, FI_EP_MSG}) {
     InfoPtr info;
     ASSERT_EQ(getinfo(dpdk_hints(type).get(), &info), 0) << type;
     ASSERT_TRUE(has_dpdk_entry(info.get()));
     for (auto* e : as_list(info.get())) EXPECT_EQ(e->ep_attr->type, type);
   }
-  InfoPtr info;
-  int ret = getinfo(dpdk_hints(FI_EP_MSG).get(), &info);
-  EXPECT_FALSE(ret == 0 && has_dpdk_entry(info.get()));
 }
 
-// Per port an RDM entry, then a DGRAM one; the first entry of a plain fi_getinfo naming dpdk is
-// our own RDM (fi_pingpong, fabtests and Open MPI take the first), and the core lists no
-// "dpdk;ofi_rxd": its DGRAM probe is answered with nothing.
-TEST(Getinfo, NativeRdmFirstAndNoRxdLayer) {
+// Per port an RDM entry, a DGRAM one, then an MSG one; the first entry of a plain fi_getinfo
+// naming dpdk is our own RDM (fi_pingpong, fabtests and Open MPI take the first), and the core
+// lists neither "dpdk;ofi_rxd" nor "dpdk;ofi_rxm": their probes are answered with nothing.
+TEST(Getinfo, NativeRdmFirstAndNoUtilityLayer) {
   InfoPtr info;
   ASSERT_EQ(getinfo(dpdk_hints(FI_EP_UNSPEC).get(), &info), 0);
   auto list = as_list(info.get());
   auto ports = expected_ports();
-  ASSERT_EQ(list.size(), 2 * ports.size());
+  ASSERT_EQ(list.size(), 3 * ports.size());
   for (size_t i = 0; i < list.size(); ++i) {
     const fi_info* e = list[i];
     EXPECT_STREQ(e->fabric_attr->prov_name, "dpdk");
-    EXPECT_EQ(name_of(e), ports[i / 2]);
-    EXPECT_EQ(e->ep_attr->type, i % 2 == 0 ? FI_EP_RDM : FI_EP_DGRAM);
+    EXPECT_EQ(name_of(e), ports[i / 3]);
+    const fi_ep_type want[] = {FI_EP_RDM, FI_EP_DGRAM, FI_EP_MSG};
+    EXPECT_EQ(e->ep_attr->type, want[i % 3]);
+  }
+  // The first entry of everything a plain RDM request naming dpdk gets is dpdk's own, whatever
+  // the capabilities asked (rxm layers over MSG providers when caps leave room for it).
+  for (uint64_t caps : {uint64_t{0}, uint64_t{FI_MSG}, uint64_t{FI_TAGGED}}) {
+    auto r = dpdk_hints(FI_EP_RDM);
+    r->caps = caps;
+    InfoPtr ri;
+    ASSERT_EQ(getinfo(r.get(), &ri), 0);
+    EXPECT_STREQ(ri->fabric_attr->prov_name, "dpdk") << caps;
+    for (fi_info* e = ri.get(); e; e = e->next)
+      EXPECT_EQ(std::string(e->fabric_attr->prov_name).find("ofi_rxm"), std::string::npos);
   }
   const fi_info* rdm = list[0];
   EXPECT_TRUE(rdm->caps & FI_TAGGED);
@@ -114,8 +123,17 @@ TEST(Getinfo, NativeRdmFirstAndNoRxdLayer) {
   free(h->fabric_attr->prov_name);
   h->fabric_attr->prov_name = nullptr;
   ASSERT_EQ(getinfo(h.get(), &info), 0);
-  for (fi_info* e = info.get(); e; e = e->next)
+  for (fi_info* e = info.get(); e; e = e->next) {
     EXPECT_STRNE(e->fabric_attr->prov_name, "dpdk;ofi_rxd") << e->fabric_attr->prov_name;
+    EXPECT_STRNE(e->fabric_attr->prov_name, "dpdk;ofi_rxm") << e->fabric_attr->prov_name;
+  }
+  // Nor with no hints at all (what fi_info prints).
+  fi_info* all = nullptr;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, nullptr, &all), 0);
+  for (fi_info* e = all; e; e = e->next)
+    EXPECT_EQ(std::string(e->fabric_attr->prov_name).find("dpdk;"), std::string::npos)
+        << e->fabric_attr->prov_name;
+  fi_freeinfo(all);
 }
 
 // ofi_rxd's probe (caps FI_MSG, mode FI_LOCAL_MR | FI_CONTEXT | FI_MSG_PREFIX, DGRAM) is answered

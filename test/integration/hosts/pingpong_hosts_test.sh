@@ -2,13 +2,14 @@
 # SPDX-License-Identifier: BSD-3-Clause
 #
 # Stock fi_pingpong (Debian's libfabric-bin) over the dpdk provider between two network
-# namespaces joined by a veth pair: once on net_af_packet, once on net_af_xdp; DGRAM, or the
-# native RDM (-e rdm: every size of the list up to 1 MiB, so the rendezvous too). Data integrity
+# namespaces joined by a veth pair: once on net_af_packet, once on net_af_xdp; DGRAM, the native
+# RDM or connected MSG endpoints (-e rdm, -e msg: every size of the list up to 1 MiB, so the
+# rendezvous too). Data integrity
 # checks on (-c; fi_pingpong's -v is debug output, not a check); every size of fi_pingpong's list.
 # fi_pingpong exchanges addresses over TCP: on af_xdp the XDP program takes every frame of the
 # veth from the kernel, so the control connection runs over a second veth pair (oob0,
 # 10.198.<set>.0/24). Prints fi_pingpong's figures.
-#   pingpong_hosts_test.sh [iterations] [dgram|rdm]
+#   pingpong_hosts_test.sh [iterations] [dgram|rdm|msg]
 set -uo pipefail
 : "${FI_PROVIDER_PATH:?meson sets FI_PROVIDER_PATH}"
 here=$(dirname "$(readlink -f "$0")")
@@ -16,7 +17,7 @@ here=$(dirname "$(readlink -f "$0")")
 source "$here/hosts.sh"
 iters=${1:-300}
 ep=${2:-dgram}
-case $ep in dgram|rdm) ;; *) echo "FAIL: endpoint type '$ep' (dgram or rdm)"; exit 1 ;; esac
+case $ep in dgram|rdm|msg) ;; *) echo "FAIL: endpoint type '$ep' (dgram, rdm or msg)"; exit 1 ;; esac
 logs=$(mktemp -d /tmp/dpfab-pingpong-hosts.XXXXXX)
 trap 'rm -rf "$logs"' EXIT   # hosts.sh chains its own cleanup after this one
 

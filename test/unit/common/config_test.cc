@@ -92,7 +92,7 @@ TEST(Config, EveryKeyIsListedOnceWithHelp) {
   for (const char* required :
        {"config", "eal_args", "ports", "ipv4", "lcores", "mbufs", "rx_depth", "tx_depth", "spin_us",
         "spin_max_us", "lcore_spin_us", "fault_loss", "fault_reorder", "fault_dup", "fault_corrupt",
-        "fault_seed", "rdm_peer_timeout_ms", "rdm_max_retries"})
+        "fault_seed", "rdm_peer_timeout_ms", "rdm_max_retries", "msg_connect_timeout_ms"})
     EXPECT_TRUE(names.count(required)) << required;
 }
 
@@ -283,6 +283,16 @@ TEST(Config, RdmLivenessKeysFromFileAndEnvironment) {
   EXPECT_EQ(z->rdm_max_retries, 0u);
 }
 
+// FI_EP_MSG's connect timeout (drivers/ofi passes it to proto::msg::CmConfig).
+TEST(Config, MsgConnectTimeoutFromEnvironment) {
+  Env env;
+  env.vars["msg_connect_timeout_ms"] = "1500";
+  auto cfg = dpfab::config::load(env.lookup());
+  ASSERT_TRUE(cfg) << cfg.error().message;
+  EXPECT_EQ(cfg->msg_connect_timeout_ms, 1500u);
+  EXPECT_EQ(cfg->find("msg_connect_timeout_ms")->origin, "FI_DPDK_MSG_CONNECT_TIMEOUT_MS");
+}
+
 TEST(ConfigBadEnvironment, NamesTheVariable) {
   for (auto [key, value] :
        std::vector<std::pair<std::string, std::string>>{{"mbufs", "lots"},
@@ -306,7 +316,9 @@ TEST(ConfigBadEnvironment, NamesTheVariable) {
                                                         {"rdm_peer_timeout_ms", "86400001"},
                                                         {"rdm_peer_timeout_ms", "1s"},
                                                         {"rdm_max_retries", "1001"},
-                                                        {"rdm_max_retries", "-1"}}) {
+                                                        {"rdm_max_retries", "-1"},
+                                                        {"msg_connect_timeout_ms", "99"},
+                                                        {"msg_connect_timeout_ms", "forever"}}) {
     Env env;
     env.vars[key] = value;
     auto cfg = dpfab::config::load(env.lookup());

@@ -93,11 +93,12 @@ TEST(Format, HeaderIsWrittenInNetworkByteOrderAtTheDocumentedOffsets) {
   EXPECT_EQ(read_header(b), h);
 }
 
-TEST(Format, OnlyDataAndRdmAreAcceptedTheReservedTypesAreNot) {
+TEST(Format, OnlyDataRdmAndCmAreAcceptedTheReservedTypesAreNot) {
   EXPECT_FALSE(type_accepted(0));
   EXPECT_TRUE(type_accepted(static_cast<uint8_t>(Type::kData)));
   EXPECT_TRUE(type_accepted(static_cast<uint8_t>(Type::kRdm)));
-  EXPECT_FALSE(type_accepted(static_cast<uint8_t>(Type::kRdm) + 1));
+  EXPECT_TRUE(type_accepted(static_cast<uint8_t>(Type::kCm)));
+  EXPECT_FALSE(type_accepted(static_cast<uint8_t>(Type::kCm) + 1));
   for (Type t : {Type::kAck, Type::kNack, Type::kConnReq, Type::kConnResp, Type::kDisconnect})
     EXPECT_FALSE(type_accepted(static_cast<uint8_t>(t)));
   EXPECT_FALSE(type_accepted(255));
@@ -413,7 +414,7 @@ TEST(Decoder, RejectsABadHeaderVersionTypeOrFlags) {
     fix_checksums(g);
     EXPECT_EQ(decode(g), Verdict::kHeaderVersion) << int(v);
   }
-  for (uint8_t t : {0, 2, 3, 4, 5, 6, 8, 200, 255}) {
+  for (uint8_t t : {0, 2, 3, 4, 5, 6, 9, 200, 255}) {
     auto g = f;
     g[kHeaderOffset + 1] = t;
     fix_checksums(g);
