@@ -280,10 +280,11 @@ bool RdmEndpoint::transmit(fi_addr_t peer, const wire::RdmHeader& h,
   const size_t hl = wire::rdm_header_len(h.kind);
   const size_t len = hl + data.size();
   auto* b = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
-  if (!b || wire::encode_rdm({b, hl}, h, data.size()) < 0) {
+  if (!b) {
     rte_pktmbuf_free(m);
     return false;
   }
+  wire::write_rdm_header(b, h);  // the core's own header: valid (wire/rdm.h)
   if (!data.empty()) std::memcpy(b + hl, data.data(), data.size());
   wire::Route route;
   route.src_mac = link_->mac();
