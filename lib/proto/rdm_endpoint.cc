@@ -89,7 +89,7 @@ bool RdmEndpoint::linger() noexcept {
     }
     if (now_ns() >= end) return false;
     // Our port's poll step delivers the acks and runs the retransmission timers (drain_backlog);
-    // without the mutex (the RX owner takes it). Nothing came: the peer or a retransmission
+    // without the lock (the RX owner takes it). Nothing came: the peer or a retransmission
     // timer is some way off, or a worker lcore owns the receive side.
     if (link_->progress() == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
@@ -134,8 +134,26 @@ uint32_t RdmEndpoint::peer_id(const wire::Address& a) noexcept {
 }
 
 uint32_t RdmEndpoint::peer_of(fi_addr_t a) noexcept {
-  const AvEntry* e = av_ ? av_->lookup(a) : nullptr;
-  return e ? peer_id(e->addr) : kNoPeer;
+  const AvEntry* e = av_ ? av_->lookup(a) : nullptr;  // null once removed: not sent to
+  if (!e) return kNoPeer;
+  if (e == tx_entry_) {
+    std::memcpy(peers_[tx_peer_].addr.mac, e->addr.mac, 6);  // as peer_id does
+    return tx_peer_;
+  }
+  const uint32_t id = peer_id(e->addr);
+  if (id != kNoPeer) tx_entry_ = e, tx_peer_ = id;
+  return id;
+}
+
+uint32_t RdmEndpoint::peer_from(const wire::Address& a) noexcept {
+  const uint64_t key = key_of(a.ipv4_be, a.udp_port_be, a.ep_id_be);
+  if (key == rx_key_ && rx_peer_ != kNoPeer) {
+    std::memcpy(peers_[rx_peer_].addr.mac, a.mac, 6);  // as peer_id does
+    return rx_peer_;
+  }
+  const uint32_t id = peer_id(a);
+  if (id != kNoPeer) rx_key_ = key, rx_peer_ = id;
+  return id;
 }
 
 // ---- data path ---------------------------------------------------------------------------------
@@ -153,7 +171,8 @@ ssize_t RdmEndpoint::send(rdm::SendOp op) noexcept {
   if (!core_) return -FI_EOPBADSTATE;
   const uint32_t peer = peer_of(op.dest);
   if (peer == kNoPeer) return -FI_EINVAL;
-  if (!cq_room(tx_cq_)) return -FI_EAGAIN;
+  // A plain inject never writes a CQ entry, not even an error (RdmCore::SendOp::completion).
+  if ((op.completion || !op.inject) && !cq_room(tx_cq_)) return -FI_EAGAIN;
   op.dest = peer;
   const ssize_t r = core_->send(op, now_ns());
   finish();
@@ -225,7 +244,7 @@ bool RdmEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
   from.ep_id_be = rte_cpu_to_be_16(f.header.src_ep);
   std::lock_guard lock(mu_);
   if (!core_) return false;  // not enabled yet
-  const uint32_t peer = peer_id(from);
+  const uint32_t peer = peer_from(from);
   if (peer == kNoPeer) {
     bump(stats_.peers_refused);
     return false;
