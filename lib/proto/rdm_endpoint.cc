@@ -45,6 +45,9 @@ void RdmEndpoint::bind_cntr(event::Cntr* c, bool tx, bool rx) noexcept {
 int RdmEndpoint::enable() noexcept {
   std::lock_guard lock(mu_);
   if (core_) return 0;
+  // Completions that write no CQ entry only matter to a bound counter (rdm::CoreConfig).
+  cfg_.core.tx_counted = tx_cntr_ != nullptr;
+  cfg_.core.rx_counted = rx_cntr_ != nullptr;
   auto core = rdm::RdmCore::create(cfg_.core, this);
   if (!core) {
     DPFAB_WARN(FI_LOG_EP_CTRL, "%s", core.error().message.c_str());
