@@ -269,6 +269,7 @@ long PortEngine::poll_step(uint16_t* received) noexcept {
   if (rx_busy_.load(std::memory_order_relaxed) ||
       rx_busy_.exchange(true, std::memory_order_acquire))
     return -1;
+  begin_poll_step();
   if (unlikely(prefault_pending_)) prefault_at_link_up();
   size_t delivered = drain_backlogs();  // frames held for receives posted since
   rte_mbuf* pkts[kBurst];

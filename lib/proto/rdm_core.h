@@ -217,6 +217,12 @@ class RdmCore final : private PeerHost {
   /// PEEK/CLAIM/DISCARD on an untagged receive, DISCARD without PEEK or CLAIM, MULTI_RECV on a
   /// tagged one or with a buffer shorter than min_multi_recv.
   ssize_t recv(const RecvOp& op, uint64_t now) noexcept;
+  /// Whether recv() may send frames now, and so needs the time it is given: only when unexpected
+  /// messages wait (a receive that takes or discards a rendezvous one sends its grant) or grants
+  /// wait for window. Otherwise recv() sends nothing and moves no deadline (next_deadline() stays),
+  /// and it may be given any time no earlier than the last one given (a caller whose clock costs
+  /// saves reading it).
+  bool recv_needs_time() const noexcept { return unexpected_in_use() != 0 || !cts_.empty(); }
   /// fi_cancel of a posted receive: completes it with FI_ECANCELED. 0 or -FI_ENOENT.
   int cancel(void* context) noexcept;
 

@@ -77,7 +77,7 @@ uint64_t RdmEndpoint::min_multi_recv() noexcept {
 void RdmEndpoint::flush_acks() noexcept {
   std::lock_guard lock(mu_);
   if (!core_) return;
-  core_->flush_acks(now_ns());
+  core_->flush_acks(core_time(now_ns()));
   finish();
 }
 
@@ -177,7 +177,7 @@ ssize_t RdmEndpoint::send(rdm::SendOp op) noexcept {
   // A plain inject never writes a CQ entry, not even an error (RdmCore::SendOp::completion).
   if ((op.completion || !op.inject) && !cq_room(tx_cq_)) return -FI_EAGAIN;
   op.dest = peer;
-  const ssize_t r = core_->send(op, now_ns());
+  const ssize_t r = core_->send(op, core_time(now_ns()));
   finish();
   return r;
 }
@@ -192,7 +192,10 @@ ssize_t RdmEndpoint::recv(rdm::RecvOp op) noexcept {
     op.match.src = peer;
   }
   if (!cq_room(rx_cq_)) return -FI_EAGAIN;
-  const ssize_t r = core_->recv(op, now_ns());
+  // A receive that can send nothing now moves no timer either (rdm_core.h, recv_needs_time): no
+  // clock read, nothing to flush, the deadline stays.
+  if (!core_->recv_needs_time()) return core_->recv(op, last_now_);
+  const ssize_t r = core_->recv(op, core_time(now_ns()));
   finish();
   return r;
 }
@@ -240,6 +243,9 @@ bool RdmEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
     bump(stats_.rx_rejected);
     return false;
   }
+  // The time of this poll step's backlog pass, read just before the step received this frame;
+  // a clock read only when there was none.
+  const uint64_t now = rx_now_step_ == link_->poll_step_count() ? rx_now_ : now_ns();
   wire::Address from;
   std::memcpy(from.mac, f.src_mac.addr_bytes, 6);
   from.ipv4_be = f.src_ip_be;
@@ -252,18 +258,20 @@ bool RdmEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
     bump(stats_.peers_refused);
     return false;
   }
-  core_->on_frame(peer, h, data, now_ns());
+  core_->on_frame(peer, h, data, core_time(now));
   finish();
   return false;  // the core copied what it keeps
 }
 
 size_t RdmEndpoint::drain_backlog() noexcept {
   const uint64_t now = now_ns();
+  rx_now_ = now;
+  rx_now_step_ = link_->poll_step_count();
   if (now < due_ns_.load(std::memory_order_relaxed)) return 0;
   // An application thread in a core call runs the timers' work soon enough; do not wait for it.
   std::unique_lock lock(mu_, std::try_to_lock);
   if (!lock.owns_lock() || !core_) return 0;
-  core_->progress(now);
+  core_->progress(core_time(now));
   finish();
   return 0;
 }

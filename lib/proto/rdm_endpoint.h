@@ -142,6 +142,13 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
 
   RdmEndpoint(Link* link, const Config& cfg) : link_(link), cfg_(cfg) {}
   static uint64_t now_ns() noexcept;
+  // Under mu_: `t`, or the last time given to the core if that is later (the core's clock never
+  // goes back, though a frame's time may be older than a concurrent application call's).
+  uint64_t core_time(uint64_t t) noexcept {
+    if (t < last_now_) t = last_now_;
+    last_now_ = t;
+    return t;
+  }
   static uint64_t key_of(uint32_t ip_be, uint16_t port_be, uint16_t ep_be) noexcept {
     return uint64_t{ip_be} << 32 | uint64_t{port_be} << 16 | ep_be;
   }
@@ -190,7 +197,12 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   uint32_t txq_n_ = 0;
   uint16_t ip_id_ = 0;
   std::atomic<uint64_t> due_ns_{UINT64_MAX};  // the core's next deadline
-  wire::RdmDecodeStats decode_;               // RX owner
+  uint64_t last_now_ = 0;                     // under mu_: the last time given to the core
+  // RX owner: the time drain_backlog read and the poll step it read it in (Link::poll_step_count):
+  // frames of the same step are delivered at that time, without another clock read.
+  uint64_t rx_now_ = 0;
+  uint64_t rx_now_step_ = UINT64_MAX;
+  wire::RdmDecodeStats decode_;  // RX owner
   RdmEndpointStats stats_;
 };
 

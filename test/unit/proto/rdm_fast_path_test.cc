@@ -155,7 +155,15 @@ Outcome converse(uint64_t seed, const LinkModel& model, bool fast, size_t steps)
                        r.below(3) == 0 ? 1 : 0, r.below(5) == 0 ? a : FI_ADDR_UNSPEC);
         }
         if (r.below(4) == 0) op.completion = false;
+        // recv_needs_time() false: the receive sends nothing and moves no deadline.
+        const bool needs_time = net.core(b).recv_needs_time();
+        const uint64_t frames = net.frames_sent + net.frames_refused;
+        const uint64_t due = net.core(b).next_deadline();
         const ssize_t rc = net.core(b).recv(op, net.now());
+        if (!needs_time) {
+          EXPECT_EQ(net.frames_sent + net.frames_refused, frames);
+          EXPECT_EQ(net.core(b).next_deadline(), due);
+        }
         out.returns.push_back(rc);
         if (rc == 0) posted[b].push_back(id);
         break;
