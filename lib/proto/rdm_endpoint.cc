@@ -61,6 +61,9 @@ void RdmEndpoint::set_address(uint16_t udp_port_be, uint16_t ep_id_be) noexcept 
   std::lock_guard lock(mu_);
   udp_port_be_ = udp_port_be;
   ep_id_be_ = ep_id_be;
+  const wire::TxChecksumCaps caps = link_->tx_caps();
+  use_templates_ = caps.udp_none && !caps.ipv4 && !caps.udp;
+  for (Peer& p : peers_) p.headers_ok = false;  // made again with our address
 }
 
 void RdmEndpoint::set_min_multi_recv(uint64_t v) noexcept {
@@ -121,7 +124,9 @@ uint32_t RdmEndpoint::peer_id(const wire::Address& a) noexcept {
   if (peers_.size() >= cfg_.max_peers) return kNoPeer;
   const auto id = static_cast<uint32_t>(peers_.size());
   try {
-    peers_.push_back(Peer{a});
+    Peer p;
+    p.addr = a;
+    peers_.push_back(p);
     ids_.emplace(key, id);
   } catch (...) {
     if (peers_.size() > id) peers_.pop_back();
@@ -295,27 +300,7 @@ void RdmEndpoint::flush() noexcept {
 
 // ---- rdm::CoreSink -----------------------------------------------------------------------------
 
-bool RdmEndpoint::transmit(fi_addr_t peer, const wire::RdmHeader& h,
-                           std::span<const uint8_t> data) noexcept {
-  if (txq_n_ == kTxBurst) {
-    flush();
-    if (txq_n_ == kTxBurst) return false;  // the port is full: the core tries again later
-  }
-  const Peer& p = peers_[peer];
-  rte_mbuf* m = rte_pktmbuf_alloc(link_->pool());
-  if (!m) {
-    bump(stats_.tx_no_mbuf);
-    return false;
-  }
-  const size_t hl = wire::rdm_header_len(h.kind);
-  const size_t len = hl + data.size();
-  auto* b = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
-  if (!b) {
-    rte_pktmbuf_free(m);
-    return false;
-  }
-  wire::write_rdm_header(b, h);  // the core's own header: valid (wire/rdm.h)
-  if (!data.empty()) std::memcpy(b + hl, data.data(), data.size());
+wire::Route RdmEndpoint::route_to(const Peer& p) const noexcept {
   wire::Route route;
   route.src_mac = link_->mac();
   std::memcpy(route.dst_mac.addr_bytes, p.addr.mac, 6);
@@ -323,9 +308,58 @@ bool RdmEndpoint::transmit(fi_addr_t peer, const wire::RdmHeader& h,
   route.dst_ip_be = p.addr.ipv4_be;
   route.src_port_be = udp_port_be_;
   route.dst_port_be = p.addr.udp_port_be;
-  const wire::Header outer = wire::rdm_outer_header(
-      rte_be_to_cpu_16(ep_id_be_), rte_be_to_cpu_16(p.addr.ep_id_be), static_cast<uint32_t>(len));
-  if (wire::encode_mbuf(m, route, outer, ip_id_++, link_->tx_caps()) != 0) {
+  return route;
+}
+
+wire::Header RdmEndpoint::outer_to(const Peer& p, uint32_t payload_len) const noexcept {
+  return wire::rdm_outer_header(rte_be_to_cpu_16(ep_id_be_), rte_be_to_cpu_16(p.addr.ep_id_be),
+                                payload_len);
+}
+
+bool RdmEndpoint::make_headers(Peer& p) noexcept {
+  p.headers_ok = p.headers.init(route_to(p), outer_to(p, 0)) == 0;
+  return p.headers_ok;
+}
+
+bool RdmEndpoint::transmit(fi_addr_t peer, const wire::RdmHeader& h,
+                           std::span<const uint8_t> data) noexcept {
+  if (txq_n_ == kTxBurst) {
+    flush();
+    if (txq_n_ == kTxBurst) return false;  // the port is full: the core tries again later
+  }
+  Peer& p = peers_[peer];
+  rte_mbuf* m = rte_pktmbuf_alloc(link_->pool());
+  if (!m) {
+    bump(stats_.tx_no_mbuf);
+    return false;
+  }
+  const size_t hl = wire::rdm_header_len(h.kind);
+  const size_t len = hl + data.size();
+  if (use_templates_ && len <= wire::kMaxPayload &&
+      rte_pktmbuf_tailroom(m) >= wire::kOverhead + len && (p.headers_ok || make_headers(p))) {
+    // The whole frame at once: the peer's prepared headers (what encode_mbuf would write on this
+    // link), the RDM header, the data.
+    auto* f = reinterpret_cast<uint8_t*>(
+        rte_pktmbuf_append(m, static_cast<uint16_t>(wire::kOverhead + len)));
+    if (!f) {  // the tailroom was checked: never
+      rte_pktmbuf_free(m);
+      return false;
+    }
+    p.headers.write(f, p.addr.mac, static_cast<uint32_t>(len), ip_id_++);
+    wire::write_rdm_header(f + wire::kOverhead, h);  // the core's own header: valid (wire/rdm.h)
+    if (!data.empty()) std::memcpy(f + wire::kOverhead + hl, data.data(), data.size());
+    txq_[txq_n_++] = m;
+    return true;
+  }
+  auto* b = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
+  if (!b) {
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  wire::write_rdm_header(b, h);
+  if (!data.empty()) std::memcpy(b + hl, data.data(), data.size());
+  if (wire::encode_mbuf(m, route_to(p), outer_to(p, static_cast<uint32_t>(len)), ip_id_++,
+                        link_->tx_caps()) != 0) {
     rte_pktmbuf_free(m);
     return false;
   }

@@ -136,6 +136,10 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
  private:
   struct Peer {
     wire::Address addr;  // mac, ipv4, udp port, ep id (network order)
+    // The headers of frames to it (links without UDP checksum: transmit); made on the first frame
+    // after our address was set.
+    bool headers_ok = false;
+    wire::HeaderTemplate headers;
   };
   static constexpr uint32_t kNoPeer = UINT32_MAX;
   static constexpr size_t kTxBurst = 32;
@@ -162,6 +166,11 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   // Under mu_ (FI_RM_ENABLED): whether `cq` has room for every operation that may still
   // complete into it (sends in progress, receives posted) and one more.
   bool cq_room(const event::Cq* cq) const noexcept;
+  // Under mu_: the route and dpfab header of frames to `p`; makes p.headers from them (false:
+  // it cannot, frames are encoded in full).
+  wire::Route route_to(const Peer& p) const noexcept;
+  wire::Header outer_to(const Peer& p, uint32_t payload_len) const noexcept;
+  bool make_headers(Peer& p) noexcept;
   // Under mu_: gives queued frames to the port; refreshes due_ns_.
   void finish() noexcept;
   void flush() noexcept;
@@ -180,6 +189,9 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   event::Cntr* tx_cntr_ = nullptr;
   event::Cntr* rx_cntr_ = nullptr;
   uint16_t udp_port_be_ = 0, ep_id_be_ = 0;
+  // The link takes frames without UDP checksum and without offloads (memif, ring): frames are
+  // built from each peer's HeaderTemplate (set with our address).
+  bool use_templates_ = false;
 
   SpinLock mu_;  // the core's owner (see the file comment)
   std::unique_ptr<rdm::RdmCore> core_;
