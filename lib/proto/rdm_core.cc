@@ -241,7 +241,7 @@ bool RdmCore::try_send_now(PeerState& p, uint32_t i, uint64_t now) noexcept {
   return true;
 }
 
-RdmHeader RdmCore::eager_header(const TxOp& t, uint64_t n) const noexcept {
+inline RdmHeader RdmCore::eager_header(const TxOp& t, uint64_t n) const noexcept {
   RdmHeader h;
   h.kind = RdmKind::kEager;
   h.msg_id = t.msg_id;
@@ -286,7 +286,7 @@ bool RdmCore::send_eager_segment(PeerState& p, uint32_t i, uint64_t now) noexcep
 
 // Whether the last packet of `t` asks for an immediate ack: the send completes (CQ entry or
 // counter) only when it is acked. A plain fi_inject reports nothing, so its ack may wait.
-bool RdmCore::wants_ack(const TxOp& t) noexcept { return !t.op.inject || t.op.completion; }
+inline bool RdmCore::wants_ack(const TxOp& t) noexcept { return !t.op.inject || t.op.completion; }
 
 bool RdmCore::send_rdv_segment(PeerState& p, uint32_t i, uint64_t now) noexcept {
   TxOp& t = tx_[i];
@@ -367,7 +367,7 @@ void RdmCore::acked(fi_addr_t, uint32_t cookie) noexcept {
   maybe_complete_tx(cookie);
 }
 
-void RdmCore::maybe_complete_tx(uint32_t i) noexcept {
+inline void RdmCore::maybe_complete_tx(uint32_t i) noexcept {
   if (tx_[i].issued_all && tx_[i].unacked == 0) complete_tx(i, 0);
 }
 
@@ -568,7 +568,7 @@ uint32_t RdmCore::match_posted(fi_addr_t from, uint64_t tag, bool tagged, uint64
   return c;
 }
 
-void RdmCore::copy_to_rx(RxOp& r, uint64_t offset, std::span<const uint8_t> d) noexcept {
+inline void RdmCore::copy_to_rx(RxOp& r, uint64_t offset, std::span<const uint8_t> d) noexcept {
   if (offset >= r.op.len || d.empty()) return;
   const uint64_t n = std::min<uint64_t>(d.size(), r.op.len - offset);
   std::memcpy(static_cast<uint8_t*>(r.op.buf) + offset, d.data(), n);

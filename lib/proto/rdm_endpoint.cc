@@ -290,9 +290,10 @@ void RdmEndpoint::finish() noexcept {
 void RdmEndpoint::flush() noexcept {
   if (!txq_n_) return;
   const uint16_t sent = link_->transmit(txq_, static_cast<uint16_t>(txq_n_));
-  stats_.tx_frames.fetch_add(sent, std::memory_order_relaxed);
+  // Under mu_, the counters' only writer: no locked add (common/counter.h).
+  bump(stats_.tx_frames, sent);
   if (sent < txq_n_) {
-    stats_.tx_deferred.fetch_add(txq_n_ - sent, std::memory_order_relaxed);
+    bump(stats_.tx_deferred, txq_n_ - sent);
     std::memmove(txq_, txq_ + sent, (txq_n_ - sent) * sizeof(txq_[0]));
   }
   txq_n_ -= sent;

@@ -68,7 +68,7 @@ RdmPeer::~RdmPeer() {
     if (s >= 0) sh_->slots->put(s);
 }
 
-bool RdmPeer::ensure_hot() noexcept {
+inline bool RdmPeer::ensure_hot() noexcept {
   if (hot_) return true;
   hot_.reset(new (std::nothrow) Hot);
   if (!hot_) return false;
@@ -76,15 +76,7 @@ bool RdmPeer::ensure_hot() noexcept {
   return true;
 }
 
-uint32_t RdmPeer::send_window() const noexcept {
-  return std::min<uint32_t>(sh_->cfg.window, peer_window_);
-}
-
-bool RdmPeer::can_send() const noexcept {
-  return !unreachable_ && !rnr_paused_ && snd_nxt_ - snd_una_ < send_window();
-}
-
-void RdmPeer::fill_ack(RdmHeader& h) const noexcept {
+inline void RdmPeer::fill_ack(RdmHeader& h) const noexcept {
   h.epoch = sh_->epoch;
   h.ack = rcv_nxt_;
   // The window is at most 64, so the held packets (seqs rcv_nxt + 1 .. rcv_nxt + window - 1)
@@ -145,7 +137,7 @@ void RdmPeer::send_ack(uint64_t now, uint16_t flags) noexcept {
   ack_deadline_ = UINT64_MAX;
 }
 
-void RdmPeer::rtt_sample(uint64_t r) noexcept {
+inline void RdmPeer::rtt_sample(uint64_t r) noexcept {
   // RFC 6298 2.2/2.3 with alpha = 1/8, beta = 1/4; G (clock granularity) taken as rto_min.
   ++sh_->stats.rtt_samples;
   sh_->stats.rtt_sample_max_ns = std::max(sh_->stats.rtt_sample_max_ns, r);
@@ -192,7 +184,7 @@ class RdmPeer::Delivered {
   bool any_ = false;
 };
 
-bool RdmPeer::dated(const TxEntry& e, uint64_t now) const noexcept {
+inline bool RdmPeer::dated(const TxEntry& e, uint64_t now) const noexcept {
   // What an ack tells of a packet's send time (RFC 8985 6.2 step 2): a retransmitted packet acked
   // sooner than the smallest round trip after its last transmission was acked for an earlier
   // one (the retransmission was spurious: a late ack, a slow peer). Taking the retransmission's
@@ -202,7 +194,7 @@ bool RdmPeer::dated(const TxEntry& e, uint64_t now) const noexcept {
   return e.tx_count == 1 || now - e.sent_ns >= hot_->min_rtt || hot_->min_rtt == UINT64_MAX;
 }
 
-void RdmPeer::acked_through(uint32_t ack, uint64_t now, Delivered* delivered) noexcept {
+inline void RdmPeer::acked_through(uint32_t ack, uint64_t now, Delivered* delivered) noexcept {
   // Karn: sample the newest packet acked that was sent exactly once (and not SACKed before: its
   // ack waited for a hole below it, which is not its round trip).
   uint64_t sample = UINT64_MAX;
@@ -356,7 +348,7 @@ void RdmPeer::on_frame(const RdmHeader& h, std::span<const uint8_t> data, uint64
   send_ack(now, 0);  // at once: the sender needs the SACK
 }
 
-void RdmPeer::heard(const RdmHeader& h, uint64_t now) noexcept {
+inline void RdmPeer::heard(const RdmHeader& h, uint64_t now) noexcept {
   last_heard_ = now;
   probes_ = 0;
   probe_deadline_ = UINT64_MAX;
@@ -479,18 +471,6 @@ void RdmPeer::keepalive(bool waiting, uint64_t now) noexcept {
   uint64_t wait = rto_;
   for (uint32_t i = 0; i < probes_ && wait < sh_->cfg.rto_max_ns; ++i) wait *= 2;
   probe_deadline_ = now + std::min(wait, sh_->cfg.rto_max_ns);
-}
-
-uint64_t RdmPeer::rto_ns() const noexcept {
-  // Exponential backoff over the estimate, one doubling per expiry without progress. Progress
-  // ends the backoff: under loss most packets are retransmitted or SACKed and give no sample
-  // (Karn), and a backoff kept until the next sample would grow to rto_max and stall the stream.
-  const uint32_t shift = std::min<uint32_t>(timeouts_, 20);
-  return std::min(rto_ << shift, sh_->cfg.rto_max_ns);
-}
-
-uint64_t RdmPeer::next_deadline() const noexcept {
-  return std::min({ack_deadline_, rnr_deadline_, rto_deadline_, probe_deadline_});
 }
 
 }  // namespace dpfab::proto::rdm

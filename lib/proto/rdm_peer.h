@@ -65,6 +65,7 @@
 
 #include <rdma/fabric.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -193,7 +194,9 @@ class RdmPeer {
     if (snd_una_ == snd_nxt_ && !hot_) snd_una_ = snd_nxt_ = seq;
   }
   /// Whether send() would take a packet now (window open, no RNR pause, reachable).
-  bool can_send() const noexcept;
+  bool can_send() const noexcept {
+    return !unreachable_ && !rnr_paused_ && snd_nxt_ - snd_una_ < send_window();
+  }
 
   /// Sends a sequenced packet: `proto` gives kind, flags, msg_id and the body; seq, epoch and the
   /// ack fields are filled in. `data` must stay valid until acked(cookie) or unreachable().
@@ -231,7 +234,9 @@ class RdmPeer {
     if (!unreachable_ && ack_deadline_ != UINT64_MAX) send_ack(now, 0);
   }
   /// The earliest time poll() has work, or UINT64_MAX.
-  uint64_t next_deadline() const noexcept;
+  uint64_t next_deadline() const noexcept {
+    return std::min({ack_deadline_, rnr_deadline_, rto_deadline_, probe_deadline_});
+  }
 
   /// Liveness when nothing of ours is in flight (then the RTO covers it). `waiting`: the host
   /// expects something from the peer (a CTS, the rest of a message). After keepalive_ns of
@@ -243,7 +248,14 @@ class RdmPeer {
   /// Packets sent and not yet cumulatively acked.
   uint32_t in_flight() const noexcept { return snd_nxt_ - snd_una_; }
   /// The retransmission timeout now: the estimate, doubled per expiry since the last progress.
-  uint64_t rto_ns() const noexcept;
+  uint64_t rto_ns() const noexcept {
+    // Exponential backoff over the estimate, one doubling per expiry without progress. Progress
+    // ends the backoff: under loss most packets are retransmitted or SACKed and give no sample
+    // (Karn), and a backoff kept until the next sample would grow to rto_max and stall the
+    // stream.
+    const uint32_t shift = std::min<uint32_t>(timeouts_, 20);
+    return std::min(rto_ << shift, sh_->cfg.rto_max_ns);
+  }
   uint64_t srtt_ns() const noexcept { return srtt_; }
 
  private:
@@ -282,7 +294,9 @@ class RdmPeer {
   // A valid frame from the peer: it is alive; its ack fields are processed.
   void heard(const wire::RdmHeader& h, uint64_t now) noexcept;
   void declare_unreachable() noexcept;
-  uint32_t send_window() const noexcept;
+  uint32_t send_window() const noexcept {
+    return std::min<uint32_t>(sh_->cfg.window, peer_window_);
+  }
 
   RdmShared* sh_;
   fi_addr_t addr_;
