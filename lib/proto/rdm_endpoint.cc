@@ -80,7 +80,7 @@ uint64_t RdmEndpoint::min_multi_recv() noexcept {
 void RdmEndpoint::flush_acks() noexcept {
   std::lock_guard lock(mu_);
   if (!core_) return;
-  core_->flush_acks(core_time(now_ns()));
+  core_->flush_acks(core_time(tx_clock_.now_ns()));
   finish();
 }
 
@@ -182,7 +182,7 @@ ssize_t RdmEndpoint::send(rdm::SendOp op) noexcept {
   // A plain inject never writes a CQ entry, not even an error (RdmCore::SendOp::completion).
   if ((op.completion || !op.inject) && !cq_room(tx_cq_)) return -FI_EAGAIN;
   op.dest = peer;
-  const ssize_t r = core_->send(op, core_time(now_ns()));
+  const ssize_t r = core_->send(op, core_time(tx_clock_.now_ns()));
   finish();
   return r;
 }
@@ -200,7 +200,7 @@ ssize_t RdmEndpoint::recv(rdm::RecvOp op) noexcept {
   // A receive that can send nothing now moves no timer either (rdm_core.h, recv_needs_time): no
   // clock read, nothing to flush, the deadline stays.
   if (!core_->recv_needs_time()) return core_->recv(op, last_now_);
-  const ssize_t r = core_->recv(op, core_time(now_ns()));
+  const ssize_t r = core_->recv(op, core_time(tx_clock_.now_ns()));
   finish();
   return r;
 }
@@ -250,7 +250,7 @@ bool RdmEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
   }
   // The time of this poll step's backlog pass, read just before the step received this frame;
   // a clock read only when there was none.
-  const uint64_t now = rx_now_step_ == link_->poll_step_count() ? rx_now_ : now_ns();
+  const uint64_t now = rx_now_step_ == link_->poll_step_count() ? rx_now_ : rx_clock_.now_ns();
   wire::Address from;
   std::memcpy(from.mac, f.src_mac.addr_bytes, 6);
   from.ipv4_be = f.src_ip_be;
@@ -269,7 +269,7 @@ bool RdmEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
 }
 
 size_t RdmEndpoint::drain_backlog() noexcept {
-  const uint64_t now = now_ns();
+  const uint64_t now = rx_clock_.now_ns();
   rx_now_ = now;
   rx_now_step_ = link_->poll_step_count();
   if (now < due_ns_.load(std::memory_order_relaxed)) return 0;

@@ -38,6 +38,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/result.h"
 #include "common/spinlock.h"
 #include "event/cntr.h"
@@ -210,6 +211,9 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   uint16_t ip_id_ = 0;
   std::atomic<uint64_t> due_ns_{UINT64_MAX};  // the core's next deadline
   uint64_t last_now_ = 0;                     // under mu_: the last time given to the core
+  // The time of core calls (common/clock.h): tx_clock_ under mu_ (application calls), rx_clock_
+  // the RX owner's (poll steps).
+  clock::TscClock tx_clock_, rx_clock_;
   // RX owner: the time drain_backlog read and the poll step it read it in (Link::poll_step_count):
   // frames of the same step are delivered at that time, without another clock read.
   uint64_t rx_now_ = 0;
