@@ -61,6 +61,8 @@ class Link {
   /// Poll steps begun on this link so far. RX owner only (the hand-over of the receive side
   /// orders it): a receiver that read the clock in this step's backlog pass (drain_backlog runs
   /// before the step receives) tells from it that frames it is given now belong to that step.
+  /// 0 until the first step: a link whose steps are not counted (it never calls
+  /// begin_poll_step) always reads 0, and a receiver then takes no time from an earlier step.
   uint64_t poll_step_count() const noexcept { return poll_steps_; }
 
  protected:

@@ -250,7 +250,8 @@ bool RdmEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
   }
   // The time of this poll step's backlog pass, read just before the step received this frame;
   // a clock read only when there was none.
-  const uint64_t now = rx_now_step_ == link_->poll_step_count() ? rx_now_ : rx_clock_.now_ns();
+  const uint64_t step = link_->poll_step_count();  // 0: steps not counted
+  const uint64_t now = step != 0 && rx_now_step_ == step ? rx_now_ : rx_clock_.now_ns();
   wire::Address from;
   std::memcpy(from.mac, f.src_mac.addr_bytes, 6);
   from.ipv4_be = f.src_ip_be;
