@@ -54,14 +54,15 @@ int rdm_close(fid* f) noexcept {
     const auto c = e->rdm->core_stats();
     const auto r = e->rdm->reliability_stats();
     DPFAB_INFO(FI_LOG_EP_CTRL,
-               "rdm endpoint closed: sent %lu eager %lu rendezvous, received %lu; packets tx %lu "
+               "rdm endpoint closed: sent %lu eager %lu rendezvous (%lu on the fast path), "
+               "received %lu (%lu on the fast path); packets tx %lu "
                "(retransmits %lu, fast %lu, acks %lu, refused %lu) rx %lu (dup %lu, ooo %lu, "
                "refused %lu, stale epoch %lu); rto expiries %lu, probes %lu, unreachable %lu; rtt "
                "samples %lu, largest %lu us, largest rto estimate %lu us",
-               c.sent_eager, c.sent_rendezvous, c.received, r.tx_packets, r.tx_retransmits,
-               r.tx_fast_retransmits, r.tx_acks, r.tx_refused, r.rx_packets, r.rx_duplicates,
-               r.rx_out_of_order, r.rx_refused, r.rx_stale_epoch, r.rto_expiries, r.probes,
-               r.unreachable, r.rtt_samples, r.rtt_sample_max_ns / 1000,
+               c.sent_eager, c.sent_rendezvous, c.fast_sends, c.received, c.fast_receives,
+               r.tx_packets, r.tx_retransmits, r.tx_fast_retransmits, r.tx_acks, r.tx_refused,
+               r.rx_packets, r.rx_duplicates, r.rx_out_of_order, r.rx_refused, r.rx_stale_epoch,
+               r.rto_expiries, r.probes, r.unreachable, r.rtt_samples, r.rtt_sample_max_ns / 1000,
                r.rto_estimate_max_ns / 1000);
   }
   ep_base_release(e);

@@ -15,8 +15,9 @@
 //     the last of them finishes (bounded by the ring filling up). A producer never allocates,
 //     locks or makes a syscall, except for one signal raise when a consumer is armed
 //     (Waitable::notify).
-//   - Consumer: single-consumer (RING_F_SC_DEQ), serialised by consumer_mutex_, which only
-//     application threads inside read/readerr/sread take. Reads peek the ring zero-copy
+//   - Consumer: single-consumer (RING_F_SC_DEQ), serialised by consumer_mutex_ (a SpinLock: one
+//     locked instruction per read that finds entries), which only application threads inside
+//     read/readerr/sread/strerror take, for bounded work. Reads peek the ring zero-copy
 //     (rte_ring_dequeue_zc_burst_elem_start), convert entries straight from ring memory into the
 //     caller's format and then consume exactly what they converted.
 //
@@ -59,6 +60,7 @@
 #include <mutex>
 
 #include "common/result.h"
+#include "common/spinlock.h"
 #include "wait/waitable.h"
 
 struct rte_ring;
@@ -255,7 +257,7 @@ class Cq final : public wait::Waitable {
   std::atomic<int> bindings_{0};
 
   // Consumer side.
-  alignas(64) std::mutex consumer_mutex_;
+  alignas(64) SpinLock consumer_mutex_;
   std::unique_ptr<uint8_t[]> err_data_;  // the last readerr's err_data (provider-owned buffer)
   size_t err_data_size_ = 0;
   const void* err_data_out_ = nullptr;  // where that readerr pointed the caller's err_data

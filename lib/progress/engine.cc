@@ -25,7 +25,7 @@
 namespace dpfab::progress {
 namespace {
 
-constexpr uint16_t kBurst = 32;
+constexpr uint16_t kBurst = PortEngine::kRxBurst;
 constexpr uint16_t kEphemeralFirst = 49152;
 
 // Process-lifetime registry, never destroyed (see lib/port: libfabric's cleanup runs from a
@@ -280,29 +280,34 @@ long PortEngine::poll_step(uint16_t* received) noexcept {
   if (rx_busy_.load(std::memory_order_relaxed) ||
       rx_busy_.exchange(true, std::memory_order_acquire))
     return -1;
+  begin_poll_step();
+  // The last step's frames: freed now rather than between their delivery and the return to the
+  // application thread that polled (fi_cq_read), which waits for the completion they made.
+  if (const uint16_t done = done_n_.load(std::memory_order_relaxed)) {
+    rte_pktmbuf_free_bulk(done_, done);
+    done_n_.store(0, std::memory_order_relaxed);
+  }
   if (unlikely(prefault_pending_)) prefault_at_link_up();
   size_t delivered = drain_backlogs();  // frames held for receives posted since
   rte_mbuf* pkts[kBurst];
   uint16_t n = likely(!stopped_) ? rte_eth_rx_burst(port_id_, 0, pkts, kBurst) : 0;
   *received = n;
   if (unlikely(faults_ != nullptr)) n = faults_->apply_burst_st(pkts, n, kBurst, received);
-  uint16_t to_free = 0;
+  uint16_t done = 0;
   for (uint16_t i = 0; i < n; ++i) {
     Handled h = handle(pkts[i]);
     delivered += h == Handled::kDelivered;
-    if (h != Handled::kKept) pkts[to_free++] = pkts[i];
+    if (h != Handled::kKept) done_[done++] = pkts[i];
   }
+  if (done) done_n_.store(done, std::memory_order_relaxed);
   if ((++polls_ & 255) == 0 || (n == 0 && neigh_pending_.load(std::memory_order_relaxed))) {
     tick_neighbours();
     check_link();
     // A memif link that went down comes back with new regions: fault those in too.
     if (memif_ && !prefault_pending_ && !port_->link_up_now()) prefault_pending_ = true;
   }
+  if (n) bump(stats_.rx_frames, n);
   rx_busy_.store(false, std::memory_order_release);
-  if (n) {
-    rte_pktmbuf_free_bulk(pkts, to_free);
-    bump(stats_.rx_frames, n);
-  }
   return static_cast<long>(delivered);
 }
 
@@ -346,6 +351,12 @@ bool PortEngine::prepare_sleep() noexcept {
   }
   wake_.arm_timer(timer_due_ns());
   return true;
+}
+
+PortEngine::~PortEngine() {
+  // Destroyed by close_all, after every endpoint and before the ports (and their mempools).
+  if (const uint16_t done = done_n_.load(std::memory_order_relaxed))
+    rte_pktmbuf_free_bulk(done_, done);
 }
 
 int PortEngine::set_faults(const config::FaultConfig& f) noexcept {

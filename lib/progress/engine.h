@@ -60,6 +60,9 @@ class PortEngine final : public proto::Link {
   static Result<PortEngine*> of(port::Port* p);
   /// Destroys every engine (provider cleanup, after all endpoints are closed).
   static void close_all() noexcept;
+  ~PortEngine() override;
+  /// Frames a poll step takes from the port at most.
+  static constexpr uint16_t kRxBurst = 32;
   /// Calls `fn(engine, arg)` for every engine made so far, under the registry lock (so none is
   /// destroyed meanwhile): statistics readers such as telemetry. `fn` must not call of().
   static void for_each(void (*fn)(const PortEngine&, void*), void* arg) noexcept;
@@ -158,6 +161,9 @@ class PortEngine final : public proto::Link {
   const wire::DecodeStats& decode_stats() const noexcept { return decode_; }
   const wire::ArpStats& arp_stats() const noexcept { return arp_stats_; }
   const EngineStats& stats() const noexcept { return stats_; }
+  /// Frames the last poll step handled and the next one frees (poll_step): not free, not leaked.
+  /// Any thread (a recent value).
+  uint16_t done_frames() const noexcept { return done_n_.load(std::memory_order_relaxed); }
   port::Port* port() const noexcept { return port_; }
   /// Whether some thread owns the receive side right now (a progress() would return at once).
   bool rx_busy() const noexcept { return rx_busy_.load(std::memory_order_relaxed); }
@@ -211,6 +217,10 @@ class PortEngine final : public proto::Link {
   bool prefault_pending_ = false;
   bool memif_ = false;           // a net_memif port (set at construction)
   bool loopback_alias_ = false;  // memif and ring: see loopback_alias()
+  // RX owner: the frames the last poll step handled, freed at the start of the next. done_n_ is
+  // read by statistics readers (done_frames), relaxed.
+  rte_mbuf* done_[kRxBurst] = {};
+  std::atomic<uint16_t> done_n_{0};
   /// An af_packet or af_xdp port: other processes may open the same interface (udp_claims.h).
   bool shared_link_ = false;
   /// A restart failed (a memif client with no server): the port is stopped, and DPDK's bursts on

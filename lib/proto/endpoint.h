@@ -58,13 +58,23 @@ class Link {
   size_t held_mbufs() const noexcept { return held_mbufs_.load(std::memory_order_relaxed); }
   size_t held_limit() const noexcept { return held_limit_; }
 
+  /// Poll steps begun on this link so far. RX owner only (the hand-over of the receive side
+  /// orders it): a receiver that read the clock in this step's backlog pass (drain_backlog runs
+  /// before the step receives) tells from it that frames it is given now belong to that step.
+  /// 0 until the first step: a link whose steps are not counted (it never calls
+  /// begin_poll_step) always reads 0, and a receiver then takes no time from an earlier step.
+  uint64_t poll_step_count() const noexcept { return poll_steps_; }
+
  protected:
   /// The implementation sets the bound once, before any receiver is bound (default: none).
   void set_held_limit(size_t n) noexcept { held_limit_ = n; }
+  /// Called by the RX owner at the start of every poll step, before the backlog pass.
+  void begin_poll_step() noexcept { ++poll_steps_; }
 
  private:
   std::atomic<size_t> held_mbufs_{0};
   size_t held_limit_ = SIZE_MAX;
+  uint64_t poll_steps_ = 0;
 };
 
 class Receiver {

@@ -201,34 +201,70 @@ ssize_t RdmCore::send(const SendOp& op, uint64_t now) noexcept {
   ++(t.rendezvous ? stats_.sent_rendezvous : stats_.sent_eager);
   if (op.inject && op.complete_now) {
     // FI_INJECT_COMPLETE: the copy is the data now. The op stays until acknowledged, silently.
-    Completion c;
-    c.context = op.context;
-    c.flags = FI_SEND | (op.tagged ? FI_TAGGED : FI_MSG);
-    c.len = op.len;
-    c.cq = op.completion;
     t.op.completion = false;
     t.counted = true;
-    sink_->complete(c);
+    if (reported(op.completion, true, true)) {
+      Completion c;
+      c.context = op.context;
+      c.flags = FI_SEND | (op.tagged ? FI_TAGGED : FI_MSG);
+      c.len = op.len;
+      c.cq = op.completion;
+      sink_->complete(c);
+    }
   } else {
     t.counted = false;
   }
+  // Fast path: a one-packet message to a peer with nothing queued (pump() would send it first,
+  // and only it): sent at once. When it cannot go now (window full, RNR pause, the port refused
+  // it), it is queued as below, and pump() would only have tried the same again.
+  const bool alone = cfg_.fast_paths && !t.rendezvous && op.len <= cfg_.seg_size &&
+                     p->sendq.empty() && p->rdvq.empty();
+  if (alone && try_send_now(*p, i, now)) return 0;
   p->sendq.push_back(tx_, i);
   activate(*p);
-  pump(*p, now);
+  if (!alone) pump(*p, now);
   return 0;
 }
 
-bool RdmCore::send_eager_segment(PeerState& p, uint32_t i, uint64_t now) noexcept {
+bool RdmCore::try_send_now(PeerState& p, uint32_t i, uint64_t now) noexcept {
+  if (!p.rel.can_send()) return false;  // pump() would not try either
   TxOp& t = tx_[i];
+  const RdmHeader h = eager_header(t, t.op.len);
+  const bool sent = p.rel.send(h, {static_cast<const uint8_t*>(t.op.buf), t.op.len}, i, now) == 0;
+  p.rdv_turn = !p.rdv_turn;  // as pump() after an attempt
+  if (!sent) return false;
+  ++t.unacked;
+  t.next_off = t.op.len;
+  t.issued_all = true;
+  activate(p);  // its RTO runs now
+  ++stats_.fast_sends;
+  return true;
+}
+
+inline RdmHeader RdmCore::eager_header(const TxOp& t, uint64_t n) const noexcept {
   RdmHeader h;
+  h.kind = RdmKind::kEager;
   h.msg_id = t.msg_id;
   h.flags = (t.op.tagged ? wire::kRdmTagged : 0) | (t.op.has_data ? wire::kRdmCqData : 0);
   h.tag = t.op.tagged ? t.op.tag : 0;
   h.cq_data = t.op.has_data ? t.op.data : 0;
   h.length = t.op.len;
+  h.offset = t.next_off;
+  if (t.next_off + n == t.op.len && wants_ack(t)) h.flags |= wire::kRdmAckReq;
+  return h;
+}
+
+bool RdmCore::send_eager_segment(PeerState& p, uint32_t i, uint64_t now) noexcept {
+  TxOp& t = tx_[i];
   const auto* buf = static_cast<const uint8_t*>(t.op.buf);
   if (t.rendezvous) {
+    RdmHeader h;
     h.kind = RdmKind::kRts;
+    h.msg_id = t.msg_id;
+    h.flags = (t.op.tagged ? wire::kRdmTagged : 0) | (t.op.has_data ? wire::kRdmCqData : 0);
+    h.tag = t.op.tagged ? t.op.tag : 0;
+    h.cq_data = t.op.has_data ? t.op.data : 0;
+    h.length = t.op.len;
     if (p.rel.send(h, {}, i, now) != 0) return false;
     ++t.unacked;
     ++p.awaiting_cts;
@@ -236,10 +272,8 @@ bool RdmCore::send_eager_segment(PeerState& p, uint32_t i, uint64_t now) noexcep
     p.sendq.pop_front(tx_);
     return true;
   }
-  h.kind = RdmKind::kEager;
-  h.offset = t.next_off;
   const uint64_t n = std::min<uint64_t>(cfg_.seg_size, t.op.len - t.next_off);
-  if (t.next_off + n == t.op.len && wants_ack(t)) h.flags |= wire::kRdmAckReq;
+  const RdmHeader h = eager_header(t, n);
   if (p.rel.send(h, {buf + t.next_off, n}, i, now) != 0) return false;
   ++t.unacked;
   t.next_off += n;
@@ -252,7 +286,7 @@ bool RdmCore::send_eager_segment(PeerState& p, uint32_t i, uint64_t now) noexcep
 
 // Whether the last packet of `t` asks for an immediate ack: the send completes (CQ entry or
 // counter) only when it is acked. A plain fi_inject reports nothing, so its ack may wait.
-bool RdmCore::wants_ack(const TxOp& t) noexcept { return !t.op.inject || t.op.completion; }
+inline bool RdmCore::wants_ack(const TxOp& t) noexcept { return !t.op.inject || t.op.completion; }
 
 bool RdmCore::send_rdv_segment(PeerState& p, uint32_t i, uint64_t now) noexcept {
   TxOp& t = tx_[i];
@@ -277,6 +311,7 @@ bool RdmCore::send_rdv_segment(PeerState& p, uint32_t i, uint64_t now) noexcept 
 }
 
 void RdmCore::pump(PeerState& p, uint64_t now) noexcept {
+  if (p.sendq.empty() && p.rdvq.empty()) return;  // nothing to send (most calls)
   while (p.rel.can_send()) {
     bool sent;
     if (p.rdv_turn && !p.rdvq.empty()) {
@@ -305,6 +340,7 @@ void RdmCore::queue_cts(fi_addr_t peer, uint32_t msg_id, uint64_t granted) noexc
 }
 
 void RdmCore::pump_cts(uint64_t now) noexcept {
+  if (cts_.empty()) return;
   size_t keep = 0;
   for (size_t k = 0; k < cts_.size(); ++k) {
     const Cts c = cts_[k];
@@ -331,19 +367,25 @@ void RdmCore::acked(fi_addr_t, uint32_t cookie) noexcept {
   maybe_complete_tx(cookie);
 }
 
-void RdmCore::maybe_complete_tx(uint32_t i) noexcept {
+inline void RdmCore::maybe_complete_tx(uint32_t i) noexcept {
   if (tx_[i].issued_all && tx_[i].unacked == 0) complete_tx(i, 0);
 }
 
 void RdmCore::complete_tx(uint32_t i, int err) noexcept {
   TxOp& t = tx_[i];
+  // An error completes every send but a plain fi_inject (no context to report it with).
+  const bool cq = err != 0 ? !t.op.inject || t.op.completion : t.op.completion;
+  if (!reported(cq, !t.counted, true)) {  // nothing to tell: an fi_inject acknowledged
+    t.in_use = false;
+    tx_free_.put(i);
+    return;
+  }
   Completion c;
   c.context = t.op.context;
   c.flags = FI_SEND | (t.op.tagged ? FI_TAGGED : FI_MSG);
   c.len = err ? 0 : t.op.len;
   c.err = err;
-  // An error completes every send but a plain fi_inject (no context to report it with).
-  c.cq = err != 0 ? !t.op.inject || t.op.completion : t.op.completion;
+  c.cq = cq;
   c.count = !t.counted;
   t.in_use = false;
   tx_free_.put(i);
@@ -526,7 +568,7 @@ uint32_t RdmCore::match_posted(fi_addr_t from, uint64_t tag, bool tagged, uint64
   return c;
 }
 
-void RdmCore::copy_to_rx(RxOp& r, uint64_t offset, std::span<const uint8_t> d) noexcept {
+inline void RdmCore::copy_to_rx(RxOp& r, uint64_t offset, std::span<const uint8_t> d) noexcept {
   if (offset >= r.op.len || d.empty()) return;
   const uint64_t n = std::min<uint64_t>(d.size(), r.op.len - offset);
   std::memcpy(static_cast<uint8_t*>(r.op.buf) + offset, d.data(), n);
@@ -564,7 +606,7 @@ void RdmCore::complete_rx(uint32_t i, int err) noexcept {
   }
   x.in_use = false;
   rx_free_.put(i);
-  sink_->complete(c);
+  if (reported(c.cq, c.count, false)) sink_->complete(c);
 }
 
 void RdmCore::free_unexpected(uint32_t u) noexcept {
@@ -678,6 +720,15 @@ bool RdmCore::deliver_eager(PeerState& p, const RdmHeader& h, std::span<const ui
       x.has_data = has_data;
       x.total = h.length;
       x.received = 0;
+      if (cfg_.fast_paths && d.size() == h.length) {
+        // Fast path: the whole message in this packet (every message of at most seg_size
+        // bytes), matched by a receive: complete now, without the reassembly state below.
+        ++stats_.fast_receives;
+        copy_to_rx(x, 0, d);
+        x.received = h.length;
+        complete_rx(idx, 0);
+        return true;
+      }
     } else {
       const uint32_t u = unexp_free_.get();
       const uint32_t slot = u != kNone && h.length > 0 ? unexp_slot_free_.get() : kNone;
@@ -873,12 +924,48 @@ void RdmCore::on_frame(fi_addr_t src, const RdmHeader& h, std::span<const uint8_
     ++stats_.unknown_peer;
     return;
   }
-  if (p->rel.is_restart(h)) restart(*p, src, h);
-  activate(*p);
-  p->rel.on_frame(h, d, now);
+  if (!cfg_.fast_paths || !try_receive_now(*p, h, d, now)) {
+    if (p->rel.is_restart(h)) restart(*p, src, h);
+    activate(*p);
+    p->rel.on_frame(h, d, now);
+  }
   pump_cts(now);
   pump(*p, now);
   p->rel.keepalive(expecting(*p), now);
+}
+
+bool RdmCore::try_receive_now(PeerState& p, const RdmHeader& h, std::span<const uint8_t> d,
+                              uint64_t now) noexcept {
+  // What the general path would do with this packet: the peer layer takes it in order and
+  // delivers it at once (next_in_order); deliver_eager finds no message of this peer still
+  // arriving, matches it to a posted receive that is not a multi-recv buffer (carving one takes
+  // the general path), and completes it in one go (the whole message is in this packet).
+  if (h.kind != RdmKind::kEager || h.offset != 0 || d.size() != h.length ||
+      h.length > cfg_.eager_max || p.cur_active || !p.rel.next_in_order(h))
+    return false;
+  const fi_addr_t from = p.rel.addr();
+  const bool tagged = h.flags & wire::kRdmTagged;
+  auto& list = tagged ? posted_tagged_ : posted_msg_;
+  const auto [r, prev] =
+      list.find(rx_, [&](uint32_t k) { return matches(rx_[k].op.match, from, h.tag, tagged); });
+  if (r == kNone || rx_[r].multi) return false;
+  activate(p);
+  // In on_frame's order: the packet's ack fields first (send completions; the sink does not call
+  // back, so the receive found above stays posted), then the delivery, then the stream moves on.
+  p.rel.take_next(h, now);
+  list.remove(rx_, r, prev);
+  RxOp& x = rx_[r];
+  x.from = from;
+  x.tag = h.tag;
+  x.data = h.cq_data;
+  x.tagged = tagged;
+  x.has_data = h.flags & wire::kRdmCqData;
+  x.total = x.received = h.length;
+  ++stats_.fast_receives;
+  copy_to_rx(x, 0, d);
+  complete_rx(r, 0);
+  p.rel.delivered_next(h, now);
+  return true;
 }
 
 bool RdmCore::expecting(const PeerState& p) const noexcept {

@@ -51,6 +51,24 @@
 // is detected by its first packet; what involved the old instance completes with
 // FI_EHOSTUNREACH and the peer is reachable again (also after it was declared unreachable).
 //
+// Fast paths. Most messages of an RDM conversation are small, in order, and find their receive
+// posted. Two paths serve them with less work, and hand anything else to the general code above:
+//   - send: a message of at most seg_size bytes to a peer with nothing queued (no earlier
+//     message or rendezvous segment waiting for the window) goes out from send() itself, as the
+//     only packet pump() would send, without the send queue. When it cannot go at once (window
+//     full, RNR pause, the port refused the frame) it is queued as any message and pump() sends
+//     it later, in order;
+//   - receive: a packet that holds a whole eager message (length <= seg_size) matched by a
+//     posted receive completes it at once, without the reassembly state of a message still
+//     arriving. When the packet is the next of the peer's stream and the receive is not a
+//     multi-recv buffer, on_frame consumes it itself, around the reliability layer's
+//     take_next/delivered_next (rdm_peer.h), instead of through its general frame handling and
+//     PeerHost::deliver; otherwise (a packet held out of order until the hole filled, a part
+//     carved from a multi-recv buffer) deliver_eager does the same. An unexpected message, a
+//     message of several packets, or a receive that has to wait (RNR) take the general path.
+// Either way the frames, completions and their order are those of the general path
+// (CoreConfig::fast_paths = false; test/unit/proto/rdm_fast_path_test.cc compares both).
+//
 // Not yet: iov (one buffer per operation), fi_cancel of sends.
 //
 // Threading: one owner at a time (a progress lcore, or an application thread holding the
@@ -106,6 +124,13 @@ struct CoreConfig {
   uint64_t min_multi_recv = 1024;  ///< FI_OPT_MIN_MULTI_RECV
   uint64_t tx_retry_ns = 2000;     ///< after the port refused a frame, try again this much later
   uint32_t epoch = 0;              ///< this instance's epoch; 0 picks a random one
+  /// Whether the sink counts send (tx) and receive (rx) completions (a counter is bound). When it
+  /// does not, a completion that wants no CQ entry (Completion::cq false: fi_inject, selective
+  /// completion) would do nothing, and the core does not make the call.
+  bool tx_counted = true, rx_counted = true;
+  /// The fast paths (see "Fast paths" above). Off, every message takes the general path, with the
+  /// same frames, completions and statistics (but CoreStats::fast_*): the unit tests compare.
+  bool fast_paths = true;
 };
 
 /// One completion, in the terms of fi_cq_tagged_entry + fi_cq_err_entry. err is 0 or a positive
@@ -170,6 +195,8 @@ struct CoreStats {
   uint64_t sent_eager = 0, sent_rendezvous = 0, received = 0, truncated = 0;
   uint64_t unexpected = 0, unexpected_refused = 0, protocol_errors = 0, unknown_peer = 0;
   uint64_t peer_restarts = 0;  ///< a peer came back with a new epoch (see restart())
+  /// Messages that took the fast paths: sent from send() itself, completed from one packet.
+  uint64_t fast_sends = 0, fast_receives = 0;
 };
 
 class RdmCore final : private PeerHost {
@@ -190,6 +217,12 @@ class RdmCore final : private PeerHost {
   /// PEEK/CLAIM/DISCARD on an untagged receive, DISCARD without PEEK or CLAIM, MULTI_RECV on a
   /// tagged one or with a buffer shorter than min_multi_recv.
   ssize_t recv(const RecvOp& op, uint64_t now) noexcept;
+  /// Whether recv() may send frames now, and so needs the time it is given: only when unexpected
+  /// messages wait (a receive that takes or discards a rendezvous one sends its grant) or grants
+  /// wait for window. Otherwise recv() sends nothing and moves no deadline (next_deadline() stays),
+  /// and it may be given any time no earlier than the last one given (a caller whose clock costs
+  /// saves reading it).
+  bool recv_needs_time() const noexcept { return unexpected_in_use() != 0 || !cts_.empty(); }
   /// fi_cancel of a posted receive: completes it with FI_ECANCELED. 0 or -FI_ENOENT.
   int cancel(void* context) noexcept;
 
@@ -262,12 +295,26 @@ class RdmCore final : private PeerHost {
   ssize_t post_multi(const RecvOp& op) noexcept;
   void init_rx(uint32_t r, const RecvOp& op) noexcept;
   static bool wants_ack(const TxOp& t) noexcept;
+  // The kEager header of the segment of `t` at t.next_off with `n` bytes.
+  wire::RdmHeader eager_header(const TxOp& t, uint64_t n) const noexcept;
   bool send_eager_segment(PeerState& p, uint32_t op, uint64_t now) noexcept;
+  // send()'s fast path: sends the one packet of eager message `op` to a peer with nothing queued
+  // (what pump() would do, without the queue). False: not sent (queue it).
+  bool try_send_now(PeerState& p, uint32_t op, uint64_t now) noexcept;
+  // Whether a completion would do anything (a CQ entry, or a counter that counts it).
+  bool reported(bool cq, bool count, bool tx) const noexcept {
+    return cq || (count && (tx ? cfg_.tx_counted : cfg_.rx_counted));
+  }
   bool send_rdv_segment(PeerState& p, uint32_t op, uint64_t now) noexcept;
   void complete_tx(uint32_t op, int err) noexcept;
   void maybe_complete_tx(uint32_t op) noexcept;
 
   bool deliver_eager(PeerState& p, const wire::RdmHeader& h, std::span<const uint8_t> d) noexcept;
+  // on_frame's fast path: the next packet of `p`'s stream holds a whole eager message that a
+  // posted receive (not multi-recv) takes; consumed as the general path would. False, nothing
+  // done: take the general path.
+  bool try_receive_now(PeerState& p, const wire::RdmHeader& h, std::span<const uint8_t> d,
+                       uint64_t now) noexcept;
   bool deliver_rts(PeerState& p, const wire::RdmHeader& h) noexcept;
   void deliver_cts(PeerState& p, const wire::RdmHeader& h) noexcept;
   void deliver_rdv_data(PeerState& p, const wire::RdmHeader& h,

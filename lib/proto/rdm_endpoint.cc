@@ -45,6 +45,9 @@ void RdmEndpoint::bind_cntr(event::Cntr* c, bool tx, bool rx) noexcept {
 int RdmEndpoint::enable() noexcept {
   std::lock_guard lock(mu_);
   if (core_) return 0;
+  // Completions that write no CQ entry only matter to a bound counter (rdm::CoreConfig).
+  cfg_.core.tx_counted = tx_cntr_ != nullptr;
+  cfg_.core.rx_counted = rx_cntr_ != nullptr;
   auto core = rdm::RdmCore::create(cfg_.core, this);
   if (!core) {
     DPFAB_WARN(FI_LOG_EP_CTRL, "%s", core.error().message.c_str());
@@ -58,6 +61,9 @@ void RdmEndpoint::set_address(uint16_t udp_port_be, uint16_t ep_id_be) noexcept 
   std::lock_guard lock(mu_);
   udp_port_be_ = udp_port_be;
   ep_id_be_ = ep_id_be;
+  const wire::TxChecksumCaps caps = link_->tx_caps();
+  use_templates_ = caps.udp_none && !caps.ipv4 && !caps.udp;
+  for (Peer& p : peers_) p.headers_ok = false;  // made again with our address
 }
 
 void RdmEndpoint::set_min_multi_recv(uint64_t v) noexcept {
@@ -74,7 +80,7 @@ uint64_t RdmEndpoint::min_multi_recv() noexcept {
 void RdmEndpoint::flush_acks() noexcept {
   std::lock_guard lock(mu_);
   if (!core_) return;
-  core_->flush_acks(now_ns());
+  core_->flush_acks(core_time(tx_clock_.now_ns()));
   finish();
 }
 
@@ -89,7 +95,7 @@ bool RdmEndpoint::linger() noexcept {
     }
     if (now_ns() >= end) return false;
     // Our port's poll step delivers the acks and runs the retransmission timers (drain_backlog);
-    // without the mutex (the RX owner takes it). Nothing came: the peer or a retransmission
+    // without the lock (the RX owner takes it). Nothing came: the peer or a retransmission
     // timer is some way off, or a worker lcore owns the receive side.
     if (link_->progress() == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
@@ -118,7 +124,9 @@ uint32_t RdmEndpoint::peer_id(const wire::Address& a) noexcept {
   if (peers_.size() >= cfg_.max_peers) return kNoPeer;
   const auto id = static_cast<uint32_t>(peers_.size());
   try {
-    peers_.push_back(Peer{a});
+    Peer p;
+    p.addr = a;
+    peers_.push_back(p);
     ids_.emplace(key, id);
   } catch (...) {
     if (peers_.size() > id) peers_.pop_back();
@@ -134,9 +142,27 @@ uint32_t RdmEndpoint::peer_id(const wire::Address& a) noexcept {
 }
 
 uint32_t RdmEndpoint::peer_of(fi_addr_t a) noexcept {
-  if (peer_) return a == 0 ? peer_id(*peer_) : kNoPeer;  // FI_EP_MSG: bind_peer
-  const AvEntry* e = av_ ? av_->lookup(a) : nullptr;
-  return e ? peer_id(e->addr) : kNoPeer;
+  if (peer_) return a == 0 ? peer_from(*peer_) : kNoPeer;  // FI_EP_MSG: bind_peer
+  const AvEntry* e = av_ ? av_->lookup(a) : nullptr;  // null once removed: not sent to
+  if (!e) return kNoPeer;
+  if (e == tx_entry_) {
+    std::memcpy(peers_[tx_peer_].addr.mac, e->addr.mac, 6);  // as peer_id does
+    return tx_peer_;
+  }
+  const uint32_t id = peer_id(e->addr);
+  if (id != kNoPeer) tx_entry_ = e, tx_peer_ = id;
+  return id;
+}
+
+uint32_t RdmEndpoint::peer_from(const wire::Address& a) noexcept {
+  const uint64_t key = key_of(a.ipv4_be, a.udp_port_be, a.ep_id_be);
+  if (key == rx_key_ && rx_peer_ != kNoPeer) {
+    std::memcpy(peers_[rx_peer_].addr.mac, a.mac, 6);  // as peer_id does
+    return rx_peer_;
+  }
+  const uint32_t id = peer_id(a);
+  if (id != kNoPeer) rx_key_ = key, rx_peer_ = id;
+  return id;
 }
 
 // ---- data path ---------------------------------------------------------------------------------
@@ -154,9 +180,10 @@ ssize_t RdmEndpoint::send(rdm::SendOp op) noexcept {
   if (!core_) return -FI_EOPBADSTATE;
   const uint32_t peer = peer_of(op.dest);
   if (peer == kNoPeer) return -FI_EINVAL;
-  if (!cq_room(tx_cq_)) return -FI_EAGAIN;
+  // A plain inject never writes a CQ entry, not even an error (RdmCore::SendOp::completion).
+  if ((op.completion || !op.inject) && !cq_room(tx_cq_)) return -FI_EAGAIN;
   op.dest = peer;
-  const ssize_t r = core_->send(op, now_ns());
+  const ssize_t r = core_->send(op, core_time(tx_clock_.now_ns()));
   finish();
   return r;
 }
@@ -171,7 +198,10 @@ ssize_t RdmEndpoint::recv(rdm::RecvOp op) noexcept {
     op.match.src = peer;
   }
   if (!cq_room(rx_cq_)) return -FI_EAGAIN;
-  const ssize_t r = core_->recv(op, now_ns());
+  // A receive that can send nothing now moves no timer either (rdm_core.h, recv_needs_time): no
+  // clock read, nothing to flush, the deadline stays.
+  if (!core_->recv_needs_time()) return core_->recv(op, last_now_);
+  const ssize_t r = core_->recv(op, core_time(tx_clock_.now_ns()));
   finish();
   return r;
 }
@@ -219,6 +249,10 @@ bool RdmEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
     bump(stats_.rx_rejected);
     return false;
   }
+  // The time of this poll step's backlog pass, read just before the step received this frame;
+  // a clock read only when there was none.
+  const uint64_t step = link_->poll_step_count();  // 0: steps not counted
+  const uint64_t now = step != 0 && rx_now_step_ == step ? rx_now_ : rx_clock_.now_ns();
   wire::Address from;
   std::memcpy(from.mac, f.src_mac.addr_bytes, 6);
   from.ipv4_be = f.src_ip_be;
@@ -226,23 +260,25 @@ bool RdmEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
   from.ep_id_be = rte_cpu_to_be_16(f.header.src_ep);
   std::lock_guard lock(mu_);
   if (!core_) return false;  // not enabled yet
-  const uint32_t peer = peer_id(from);
+  const uint32_t peer = peer_from(from);
   if (peer == kNoPeer) {
     bump(stats_.peers_refused);
     return false;
   }
-  core_->on_frame(peer, h, data, now_ns());
+  core_->on_frame(peer, h, data, core_time(now));
   finish();
   return false;  // the core copied what it keeps
 }
 
 size_t RdmEndpoint::drain_backlog() noexcept {
-  const uint64_t now = now_ns();
+  const uint64_t now = rx_clock_.now_ns();
+  rx_now_ = now;
+  rx_now_step_ = link_->poll_step_count();
   if (now < due_ns_.load(std::memory_order_relaxed)) return 0;
   // An application thread in a core call runs the timers' work soon enough; do not wait for it.
   std::unique_lock lock(mu_, std::try_to_lock);
   if (!lock.owns_lock() || !core_) return 0;
-  core_->progress(now);
+  core_->progress(core_time(now));
   finish();
   return 0;
 }
@@ -256,9 +292,10 @@ void RdmEndpoint::finish() noexcept {
 void RdmEndpoint::flush() noexcept {
   if (!txq_n_) return;
   const uint16_t sent = link_->transmit(txq_, static_cast<uint16_t>(txq_n_));
-  stats_.tx_frames.fetch_add(sent, std::memory_order_relaxed);
+  // Under mu_, the counters' only writer: no locked add (common/counter.h).
+  bump(stats_.tx_frames, sent);
   if (sent < txq_n_) {
-    stats_.tx_deferred.fetch_add(txq_n_ - sent, std::memory_order_relaxed);
+    bump(stats_.tx_deferred, txq_n_ - sent);
     std::memmove(txq_, txq_ + sent, (txq_n_ - sent) * sizeof(txq_[0]));
   }
   txq_n_ -= sent;
@@ -266,26 +303,7 @@ void RdmEndpoint::flush() noexcept {
 
 // ---- rdm::CoreSink -----------------------------------------------------------------------------
 
-bool RdmEndpoint::transmit(fi_addr_t peer, const wire::RdmHeader& h,
-                           std::span<const uint8_t> data) noexcept {
-  if (txq_n_ == kTxBurst) {
-    flush();
-    if (txq_n_ == kTxBurst) return false;  // the port is full: the core tries again later
-  }
-  const Peer& p = peers_[peer];
-  rte_mbuf* m = rte_pktmbuf_alloc(link_->pool());
-  if (!m) {
-    bump(stats_.tx_no_mbuf);
-    return false;
-  }
-  const size_t hl = wire::rdm_header_len(h.kind);
-  const size_t len = hl + data.size();
-  auto* b = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
-  if (!b || wire::encode_rdm({b, hl}, h, data.size()) < 0) {
-    rte_pktmbuf_free(m);
-    return false;
-  }
-  if (!data.empty()) std::memcpy(b + hl, data.data(), data.size());
+wire::Route RdmEndpoint::route_to(const Peer& p) const noexcept {
   wire::Route route;
   route.src_mac = link_->mac();
   std::memcpy(route.dst_mac.addr_bytes, p.addr.mac, 6);
@@ -293,9 +311,58 @@ bool RdmEndpoint::transmit(fi_addr_t peer, const wire::RdmHeader& h,
   route.dst_ip_be = p.addr.ipv4_be;
   route.src_port_be = udp_port_be_;
   route.dst_port_be = p.addr.udp_port_be;
-  const wire::Header outer = wire::rdm_outer_header(
-      rte_be_to_cpu_16(ep_id_be_), rte_be_to_cpu_16(p.addr.ep_id_be), static_cast<uint32_t>(len));
-  if (wire::encode_mbuf(m, route, outer, ip_id_++, link_->tx_caps()) != 0) {
+  return route;
+}
+
+wire::Header RdmEndpoint::outer_to(const Peer& p, uint32_t payload_len) const noexcept {
+  return wire::rdm_outer_header(rte_be_to_cpu_16(ep_id_be_), rte_be_to_cpu_16(p.addr.ep_id_be),
+                                payload_len);
+}
+
+bool RdmEndpoint::make_headers(Peer& p) noexcept {
+  p.headers_ok = p.headers.init(route_to(p), outer_to(p, 0)) == 0;
+  return p.headers_ok;
+}
+
+bool RdmEndpoint::transmit(fi_addr_t peer, const wire::RdmHeader& h,
+                           std::span<const uint8_t> data) noexcept {
+  if (txq_n_ == kTxBurst) {
+    flush();
+    if (txq_n_ == kTxBurst) return false;  // the port is full: the core tries again later
+  }
+  Peer& p = peers_[peer];
+  rte_mbuf* m = rte_pktmbuf_alloc(link_->pool());
+  if (!m) {
+    bump(stats_.tx_no_mbuf);
+    return false;
+  }
+  const size_t hl = wire::rdm_header_len(h.kind);
+  const size_t len = hl + data.size();
+  if (use_templates_ && len <= wire::kMaxPayload &&
+      rte_pktmbuf_tailroom(m) >= wire::kOverhead + len && (p.headers_ok || make_headers(p))) {
+    // The whole frame at once: the peer's prepared headers (what encode_mbuf would write on this
+    // link), the RDM header, the data.
+    auto* f = reinterpret_cast<uint8_t*>(
+        rte_pktmbuf_append(m, static_cast<uint16_t>(wire::kOverhead + len)));
+    if (!f) {  // the tailroom was checked: never
+      rte_pktmbuf_free(m);
+      return false;
+    }
+    p.headers.write(f, p.addr.mac, static_cast<uint32_t>(len), ip_id_++);
+    wire::write_rdm_header(f + wire::kOverhead, h);  // the core's own header: valid (wire/rdm.h)
+    if (!data.empty()) std::memcpy(f + wire::kOverhead + hl, data.data(), data.size());
+    txq_[txq_n_++] = m;
+    return true;
+  }
+  auto* b = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
+  if (!b) {
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  wire::write_rdm_header(b, h);
+  if (!data.empty()) std::memcpy(b + hl, data.data(), data.size());
+  if (wire::encode_mbuf(m, route_to(p), outer_to(p, static_cast<uint32_t>(len)), ip_id_++,
+                        link_->tx_caps()) != 0) {
     rte_pktmbuf_free(m);
     return false;
   }

@@ -16,11 +16,12 @@
 //
 // Threads. The core has one owner at a time: every core call (application sends, receives and
 // cancels; frames delivered by the port's RX owner; timers run from the poll step) holds the
-// endpoint's mutex. The RX owner never holds it while polling, and application threads never poll
-// while holding it, so the two orders (rx side -> mutex -> TX lock; mutex -> TX lock) cannot
-// deadlock. Frames the core sends during a call are gathered and given to the port in bursts
-// when the call ends (one doorbell, one memif kick per burst); a frame the port does not take
-// stays queued (in order) and goes with the next burst: back-pressure, never loss.
+// endpoint's lock (a SpinLock: one locked instruction per call, common/spinlock.h). The RX owner
+// never holds it while polling, and application threads never poll while holding it, so the two
+// orders (rx side -> lock -> TX lock; lock -> TX lock) cannot deadlock. Frames the core sends
+// during a call are gathered and given to the port in bursts when the call ends (one doorbell, one
+// memif kick per burst); a frame the port does not take stays queued (in order) and goes with the
+// next burst: back-pressure, never loss.
 //
 // Timers (retransmission, delayed acks, RNR back-off, keepalive probes) run from the port's poll
 // step: has_backlog() says a deadline is set, drain_backlog() runs the core when it is due, and
@@ -38,7 +39,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/result.h"
+#include "common/spinlock.h"
 #include "event/cntr.h"
 #include "event/cq.h"
 #include "proto/av.h"
@@ -140,12 +143,23 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
  private:
   struct Peer {
     wire::Address addr;  // mac, ipv4, udp port, ep id (network order)
+    // The headers of frames to it (links without UDP checksum: transmit); made on the first frame
+    // after our address was set.
+    bool headers_ok = false;
+    wire::HeaderTemplate headers;
   };
   static constexpr uint32_t kNoPeer = UINT32_MAX;
   static constexpr size_t kTxBurst = 32;
 
   RdmEndpoint(Link* link, const Config& cfg) : link_(link), cfg_(cfg) {}
   static uint64_t now_ns() noexcept;
+  // Under mu_: `t`, or the last time given to the core if that is later (the core's clock never
+  // goes back, though a frame's time may be older than a concurrent application call's).
+  uint64_t core_time(uint64_t t) noexcept {
+    if (t < last_now_) t = last_now_;
+    last_now_ = t;
+    return t;
+  }
   static uint64_t key_of(uint32_t ip_be, uint16_t port_be, uint16_t ep_be) noexcept {
     return uint64_t{ip_be} << 32 | uint64_t{port_be} << 16 | ep_be;
   }
@@ -154,9 +168,16 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   uint32_t peer_id(const wire::Address& a) noexcept;
   // Under mu_. The peer id of an AV fi_addr; kNoPeer when it is not in the AV.
   uint32_t peer_of(fi_addr_t a) noexcept;
+  // Under mu_. The peer id of a frame's source (peer_id, through rx_key_).
+  uint32_t peer_from(const wire::Address& a) noexcept;
   // Under mu_ (FI_RM_ENABLED): whether `cq` has room for every operation that may still
   // complete into it (sends in progress, receives posted) and one more.
   bool cq_room(const event::Cq* cq) const noexcept;
+  // Under mu_: the route and dpfab header of frames to `p`; makes p.headers from them (false:
+  // it cannot, frames are encoded in full).
+  wire::Route route_to(const Peer& p) const noexcept;
+  wire::Header outer_to(const Peer& p, uint32_t payload_len) const noexcept;
+  bool make_headers(Peer& p) noexcept;
   // Under mu_: gives queued frames to the port; refreshes due_ns_.
   void finish() noexcept;
   void flush() noexcept;
@@ -176,16 +197,35 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   event::Cntr* tx_cntr_ = nullptr;
   event::Cntr* rx_cntr_ = nullptr;
   uint16_t udp_port_be_ = 0, ep_id_be_ = 0;
+  // The link takes frames without UDP checksum and without offloads (memif, ring): frames are
+  // built from each peer's HeaderTemplate (set with our address).
+  bool use_templates_ = false;
 
-  std::mutex mu_;  // the core's owner (see the file comment)
+  SpinLock mu_;  // the core's owner (see the file comment)
   std::unique_ptr<rdm::RdmCore> core_;
   std::vector<Peer> peers_;                     // by peer id
   std::unordered_map<uint64_t, uint32_t> ids_;  // key_of(address) -> peer id
-  rte_mbuf* txq_[kTxBurst] = {};                // frames built during the call in progress
+  // Under mu_: the last peer sent to and the last one heard from, so that a conversation costs
+  // no hash lookup per message. A peer id never changes meaning, nor does an AV entry (av.h:
+  // entries are written once and fi_addr values never reused), so neither goes stale; the MAC
+  // is still refreshed on every use, as peer_id does.
+  const AvEntry* tx_entry_ = nullptr;  // the AV entry of the last send's destination...
+  uint32_t tx_peer_ = kNoPeer;         // ...and its peer id
+  uint64_t rx_key_ = 0;                // key_of the last frame's source...
+  uint32_t rx_peer_ = kNoPeer;         // ...and its peer id (kNoPeer: none yet)
+  rte_mbuf* txq_[kTxBurst] = {};       // frames built during the call in progress
   uint32_t txq_n_ = 0;
   uint16_t ip_id_ = 0;
   std::atomic<uint64_t> due_ns_{UINT64_MAX};  // the core's next deadline
-  wire::RdmDecodeStats decode_;               // RX owner
+  uint64_t last_now_ = 0;                     // under mu_: the last time given to the core
+  // The time of core calls (common/clock.h): tx_clock_ under mu_ (application calls), rx_clock_
+  // the RX owner's (poll steps).
+  clock::TscClock tx_clock_, rx_clock_;
+  // RX owner: the time drain_backlog read and the poll step it read it in (Link::poll_step_count):
+  // frames of the same step are delivered at that time, without another clock read.
+  uint64_t rx_now_ = 0;
+  uint64_t rx_now_step_ = UINT64_MAX;
+  wire::RdmDecodeStats decode_;  // RX owner
   RdmEndpointStats stats_;
 };
 

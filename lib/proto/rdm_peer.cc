@@ -68,7 +68,7 @@ RdmPeer::~RdmPeer() {
     if (s >= 0) sh_->slots->put(s);
 }
 
-bool RdmPeer::ensure_hot() noexcept {
+inline bool RdmPeer::ensure_hot() noexcept {
   if (hot_) return true;
   hot_.reset(new (std::nothrow) Hot);
   if (!hot_) return false;
@@ -76,15 +76,7 @@ bool RdmPeer::ensure_hot() noexcept {
   return true;
 }
 
-uint32_t RdmPeer::send_window() const noexcept {
-  return std::min<uint32_t>(sh_->cfg.window, peer_window_);
-}
-
-bool RdmPeer::can_send() const noexcept {
-  return !unreachable_ && !rnr_paused_ && snd_nxt_ - snd_una_ < send_window();
-}
-
-void RdmPeer::fill_ack(RdmHeader& h) const noexcept {
+inline void RdmPeer::fill_ack(RdmHeader& h) const noexcept {
   h.epoch = sh_->epoch;
   h.ack = rcv_nxt_;
   // The window is at most 64, so the held packets (seqs rcv_nxt + 1 .. rcv_nxt + window - 1)
@@ -145,7 +137,7 @@ void RdmPeer::send_ack(uint64_t now, uint16_t flags) noexcept {
   ack_deadline_ = UINT64_MAX;
 }
 
-void RdmPeer::rtt_sample(uint64_t r) noexcept {
+inline void RdmPeer::rtt_sample(uint64_t r) noexcept {
   // RFC 6298 2.2/2.3 with alpha = 1/8, beta = 1/4; G (clock granularity) taken as rto_min.
   ++sh_->stats.rtt_samples;
   sh_->stats.rtt_sample_max_ns = std::max(sh_->stats.rtt_sample_max_ns, r);
@@ -162,12 +154,10 @@ void RdmPeer::rtt_sample(uint64_t r) noexcept {
   sh_->stats.rto_estimate_max_ns = std::max(sh_->stats.rto_estimate_max_ns, rto_);
 }
 
-namespace {
-
 // Loss detection's view of what an ack reports delivered: the latest send time of the packets
 // delivered (acked or SACKed), and, walking down the window, the k latest transmissions among
 // the SACKed packets above the one in hand.
-class Delivered {
+class RdmPeer::Delivered {
  public:
   explicit Delivered(uint32_t k) : k_(k) {}
   void delivered(uint64_t sent_ns) noexcept {
@@ -194,47 +184,56 @@ class Delivered {
   bool any_ = false;
 };
 
-}  // namespace
-
-void RdmPeer::process_ack(const RdmHeader& h, uint64_t now) noexcept {
-  // At least 1: a packet in flight keeps the RTO (and so liveness) running; a receiver without
-  // buffers says so with RNR, not with a zero window that would stall us with nothing to time.
-  peer_window_ = std::clamp<uint16_t>(h.window, 1, static_cast<uint16_t>(kRing));
-  if (!hot_ || snd_una_ == snd_nxt_) return;
-  Delivered delivered(sh_->cfg.dupthresh);
+inline bool RdmPeer::dated(const TxEntry& e, uint64_t now) const noexcept {
   // What an ack tells of a packet's send time (RFC 8985 6.2 step 2): a retransmitted packet acked
   // sooner than the smallest round trip after its last transmission was acked for an earlier
   // one (the retransmission was spurious: a late ack, a slow peer). Taking the retransmission's
   // time would declare lost every packet sent an RTO before it: a burst of spurious resends.
   // Before the first RTT sample there is nothing to tell them apart: the ack is taken as the
   // retransmission's.
-  const auto dated = [&](const TxEntry& e) {
-    return e.tx_count == 1 || now - e.sent_ns >= hot_->min_rtt || hot_->min_rtt == UINT64_MAX;
-  };
+  return e.tx_count == 1 || now - e.sent_ns >= hot_->min_rtt || hot_->min_rtt == UINT64_MAX;
+}
+
+inline void RdmPeer::acked_through(uint32_t ack, uint64_t now, Delivered* delivered) noexcept {
+  // Karn: sample the newest packet acked that was sent exactly once (and not SACKed before: its
+  // ack waited for a hole below it, which is not its round trip).
+  uint64_t sample = UINT64_MAX;
+  while (snd_una_ != ack) {
+    TxEntry& e = hot_->tx[snd_una_ % kRing];
+    if (e.tx_count == 1 && !e.sacked) sample = now - e.sent_ns;
+    if (delivered && dated(e, now)) delivered->delivered(e.sent_ns);
+    ++snd_una_;
+    sh_->host->acked(addr_, e.cookie);
+  }
+  if (sample != UINT64_MAX) rtt_sample(sample);
+  timeouts_ = 0;  // ends the backoff (rto_ns())
+  stall_since_ = now;
+  if (rnr_paused_) {
+    rnr_paused_ = false;
+    rnr_deadline_ = UINT64_MAX;
+    rnr_backoff_ = sh_->cfg.rnr_backoff_min_ns;
+  }
+  rto_deadline_ = snd_una_ == snd_nxt_ ? UINT64_MAX : now + rto_ns();
+}
+
+void RdmPeer::process_ack(const RdmHeader& h, uint64_t now) noexcept {
+  // At least 1: a packet in flight keeps the RTO (and so liveness) running; a receiver without
+  // buffers says so with RNR, not with a zero window that would stall us with nothing to time.
+  peer_window_ = std::clamp<uint16_t>(h.window, 1, static_cast<uint16_t>(kRing));
+  if (!hot_ || snd_una_ == snd_nxt_) return;
+  if (h.ack == snd_nxt_ && !(h.flags & wire::kRdmRnr)) {
+    // Everything in flight arrived (the common case: a reply acknowledges the request). What
+    // follows below would find nothing more to do: no SACK bit to read (no seq above the ack was
+    // sent), nothing left that could be lost.
+    acked_through(h.ack, now, nullptr);
+    return;
+  }
+  Delivered delivered(sh_->cfg.dupthresh);
+  const auto dated = [&](const TxEntry& e) { return this->dated(e, now); };
   const auto was_delivered = [&](const TxEntry& e) {
     if (dated(e)) delivered.delivered(e.sent_ns);
   };
-  if (seq_lt(snd_una_, h.ack)) {
-    // Cumulative progress. Karn: sample the newest packet acked that was sent exactly once (and
-    // not SACKed before: its ack waited for a hole below it, which is not its round trip).
-    uint64_t sample = UINT64_MAX;
-    while (snd_una_ != h.ack) {
-      TxEntry& e = hot_->tx[snd_una_ % kRing];
-      if (e.tx_count == 1 && !e.sacked) sample = now - e.sent_ns;
-      was_delivered(e);
-      ++snd_una_;
-      sh_->host->acked(addr_, e.cookie);
-    }
-    if (sample != UINT64_MAX) rtt_sample(sample);
-    timeouts_ = 0;  // ends the backoff (rto_ns())
-    stall_since_ = now;
-    if (rnr_paused_) {
-      rnr_paused_ = false;
-      rnr_deadline_ = UINT64_MAX;
-      rnr_backoff_ = sh_->cfg.rnr_backoff_min_ns;
-    }
-    rto_deadline_ = snd_una_ == snd_nxt_ ? UINT64_MAX : now + rto_ns();
-  }
+  if (seq_lt(snd_una_, h.ack)) acked_through(h.ack, now, &delivered);  // cumulative progress
   // The packet at the cumulative ack has not arrived (or was refused), whatever an older SACK said:
   // a receiver that refuses a packet it held drops it (it reneges on its SACK).
   if (h.ack == snd_una_ && snd_una_ != snd_nxt_) hot_->tx[snd_una_ % kRing].sacked = false;
@@ -310,16 +309,12 @@ void RdmPeer::on_frame(const RdmHeader& h, std::span<const uint8_t> data, uint64
     ++sh_->stats.rx_bad_ack;
     return;
   }
-  last_heard_ = now;
-  probes_ = 0;
-  probe_deadline_ = UINT64_MAX;
-  process_ack(h, now);
   if (h.kind == RdmKind::kAck) {
+    heard(h, now);
     if (h.flags & wire::kRdmAckReq) send_ack(now, 0);
     return;
   }
-
-  ++sh_->stats.rx_packets;
+  take_next(h, now);          // a sequenced packet: counted whatever becomes of it
   if (!ensure_hot()) return;  // as if lost
   const uint32_t s = h.seq;
   if (seq_lt(s, rcv_nxt_)) {
@@ -353,6 +348,18 @@ void RdmPeer::on_frame(const RdmHeader& h, std::span<const uint8_t> data, uint64
   send_ack(now, 0);  // at once: the sender needs the SACK
 }
 
+inline void RdmPeer::heard(const RdmHeader& h, uint64_t now) noexcept {
+  last_heard_ = now;
+  probes_ = 0;
+  probe_deadline_ = UINT64_MAX;
+  process_ack(h, now);
+}
+
+void RdmPeer::take_next(const RdmHeader& h, uint64_t now) noexcept {
+  heard(h, now);
+  ++sh_->stats.rx_packets;
+}
+
 void RdmPeer::deliver_in_order(const RdmHeader& h, std::span<const uint8_t> data,
                                uint64_t now) noexcept {
   if (!sh_->host->deliver(addr_, h, data)) {
@@ -360,6 +367,10 @@ void RdmPeer::deliver_in_order(const RdmHeader& h, std::span<const uint8_t> data
     send_ack(now, wire::kRdmRnr);
     return;
   }
+  delivered_next(h, now);
+}
+
+void RdmPeer::delivered_next(const RdmHeader& h, uint64_t now) noexcept {
   ++rcv_nxt_;
   held_ >>= 1;  // bit 0 was rcv_nxt + 1: now the next expected, held or not
   ++unacked_rx_;
@@ -460,18 +471,6 @@ void RdmPeer::keepalive(bool waiting, uint64_t now) noexcept {
   uint64_t wait = rto_;
   for (uint32_t i = 0; i < probes_ && wait < sh_->cfg.rto_max_ns; ++i) wait *= 2;
   probe_deadline_ = now + std::min(wait, sh_->cfg.rto_max_ns);
-}
-
-uint64_t RdmPeer::rto_ns() const noexcept {
-  // Exponential backoff over the estimate, one doubling per expiry without progress. Progress
-  // ends the backoff: under loss most packets are retransmitted or SACKed and give no sample
-  // (Karn), and a backoff kept until the next sample would grow to rto_max and stall the stream.
-  const uint32_t shift = std::min<uint32_t>(timeouts_, 20);
-  return std::min(rto_ << shift, sh_->cfg.rto_max_ns);
-}
-
-uint64_t RdmPeer::next_deadline() const noexcept {
-  return std::min({ack_deadline_, rnr_deadline_, rto_deadline_, probe_deadline_});
 }
 
 }  // namespace dpfab::proto::rdm

@@ -65,6 +65,7 @@
 
 #include <rdma/fabric.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -193,7 +194,9 @@ class RdmPeer {
     if (snd_una_ == snd_nxt_ && !hot_) snd_una_ = snd_nxt_ = seq;
   }
   /// Whether send() would take a packet now (window open, no RNR pause, reachable).
-  bool can_send() const noexcept;
+  bool can_send() const noexcept {
+    return !unreachable_ && !rnr_paused_ && snd_nxt_ - snd_una_ < send_window();
+  }
 
   /// Sends a sequenced packet: `proto` gives kind, flags, msg_id and the body; seq, epoch and the
   /// ack fields are filled in. `data` must stay valid until acked(cookie) or unreachable().
@@ -207,6 +210,22 @@ class RdmPeer {
   /// A decoded RDM frame from this peer (decode_rdm said kOk).
   void on_frame(const wire::RdmHeader& h, std::span<const uint8_t> data, uint64_t now) noexcept;
 
+  /// Whether on_frame(h, ...) would take `h` as the next packet of the stream and deliver it at
+  /// once (PeerHost::deliver): a sequenced packet of the peer's known epoch, at rcv_nxt, whose
+  /// ack fields are sound, on a reachable peer with its window state in place.
+  bool next_in_order(const wire::RdmHeader& h) const noexcept {
+    return !unreachable_ && peer_epoch_ != 0 && h.epoch == peer_epoch_ &&
+           h.kind != wire::RdmKind::kAck && hot_ && h.seq == rcv_nxt_ &&
+           !wire::seq_lt(snd_nxt_, h.ack);
+  }
+  /// on_frame for a packet next_in_order() accepted, when the host consumes it itself instead of
+  /// through PeerHost::deliver (RdmCore's receive fast path): take_next() before its delivery
+  /// (its ack fields, as on_frame processes them first), delivered_next() after (the stream
+  /// moves on, held packets that follow are delivered, the ack it is owed is sent or timed). The
+  /// host must not refuse it.
+  void take_next(const wire::RdmHeader& h, uint64_t now) noexcept;
+  void delivered_next(const wire::RdmHeader& h, uint64_t now) noexcept;
+
   /// Runs the timers (delayed ack, RNR resend, retransmission). Call at least by next_deadline().
   void poll(uint64_t now) noexcept;
   /// Sends the ack that a delayed-ack timer holds back, now (the endpoint is closing: the peer
@@ -215,7 +234,9 @@ class RdmPeer {
     if (!unreachable_ && ack_deadline_ != UINT64_MAX) send_ack(now, 0);
   }
   /// The earliest time poll() has work, or UINT64_MAX.
-  uint64_t next_deadline() const noexcept;
+  uint64_t next_deadline() const noexcept {
+    return std::min({ack_deadline_, rnr_deadline_, rto_deadline_, probe_deadline_});
+  }
 
   /// Liveness when nothing of ours is in flight (then the RTO covers it). `waiting`: the host
   /// expects something from the peer (a CTS, the rest of a message). After keepalive_ns of
@@ -227,7 +248,14 @@ class RdmPeer {
   /// Packets sent and not yet cumulatively acked.
   uint32_t in_flight() const noexcept { return snd_nxt_ - snd_una_; }
   /// The retransmission timeout now: the estimate, doubled per expiry since the last progress.
-  uint64_t rto_ns() const noexcept;
+  uint64_t rto_ns() const noexcept {
+    // Exponential backoff over the estimate, one doubling per expiry without progress. Progress
+    // ends the backoff: under loss most packets are retransmitted or SACKed and give no sample
+    // (Karn), and a backoff kept until the next sample would grow to rto_max and stall the
+    // stream.
+    const uint32_t shift = std::min<uint32_t>(timeouts_, 20);
+    return std::min(rto_ << shift, sh_->cfg.rto_max_ns);
+  }
   uint64_t srtt_ns() const noexcept { return srtt_; }
 
  private:
@@ -248,16 +276,27 @@ class RdmPeer {
     uint64_t min_rtt = UINT64_MAX;  // the smallest RTT sample (loss detection, process_ack)
   };
 
+  class Delivered;
+
   bool ensure_hot() noexcept;
   void fill_ack(wire::RdmHeader& h) const noexcept;
+  // Whether an ack of `e` now dates its last transmission (see process_ack).
+  bool dated(const TxEntry& e, uint64_t now) const noexcept;
+  // Cumulative progress to `ack` (in flight, beyond snd_una_): acked() for each packet, an RTT
+  // sample (Karn), timers reset; each packet's delivery noted in `delivered` (may be null).
+  void acked_through(uint32_t ack, uint64_t now, Delivered* delivered) noexcept;
   bool transmit_entry(TxEntry& e, uint64_t now) noexcept;
   void send_ack(uint64_t now, uint16_t flags) noexcept;
   void process_ack(const wire::RdmHeader& h, uint64_t now) noexcept;
   void rtt_sample(uint64_t r) noexcept;
   void deliver_in_order(const wire::RdmHeader& h, std::span<const uint8_t> data,
                         uint64_t now) noexcept;
+  // A valid frame from the peer: it is alive; its ack fields are processed.
+  void heard(const wire::RdmHeader& h, uint64_t now) noexcept;
   void declare_unreachable() noexcept;
-  uint32_t send_window() const noexcept;
+  uint32_t send_window() const noexcept {
+    return std::min<uint32_t>(sh_->cfg.window, peer_window_);
+  }
 
   RdmShared* sh_;
   fi_addr_t addr_;

@@ -106,4 +106,16 @@ int encode_mbuf(rte_mbuf* m, const Route& route, const Header& h, uint16_t ip_id
   return 0;
 }
 
+int HeaderTemplate::init(const Route& route, const Header& h) noexcept {
+  if (int rc = check(h, 0); rc != 0) return rc;
+  write_headers(bytes_, route, h, 0, 0);
+  // write_headers left the IPv4 checksum 0; zero the total length too: write() adds both it and
+  // the identification per frame.
+  store_be16(bytes_ + kIpv4Offset + 2, 0);
+  uint32_t sum = 0;
+  for (size_t i = 0; i < kIpv4HdrLen; i += 2) sum += load_raw16(bytes_ + kIpv4Offset + i);
+  ip_sum_ = sum;
+  return 0;
+}
+
 }  // namespace dpfab::wire

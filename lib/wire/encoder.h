@@ -61,4 +61,42 @@ struct TxChecksumCaps {
 [[nodiscard]] int encode_mbuf(rte_mbuf* m, const Route& route, const Header& h, uint16_t ip_id,
                               TxChecksumCaps caps) noexcept;
 
+/// The header bytes of every frame of one route and dpfab header, prepared once, for links that
+/// take no UDP checksum and no offload (TxChecksumCaps{.udp_none = true}: memif, ring): per frame
+/// only the lengths, the IPv4 identification and checksum (from a precomputed partial sum) and
+/// the destination MAC, which may change under a route (a re-resolved neighbour), are written.
+/// write() produces the bytes encode_mbuf does there, in about a fifth of its instructions.
+/// Plain data: any thread that owns it.
+class HeaderTemplate {
+ public:
+  /// Prepares the headers of `route` (its dst_mac aside) and `h` (its payload_len aside).
+  /// @return 0; -EINVAL as for encode_frame (a header we would reject).
+  int init(const Route& route, const Header& h) noexcept;
+  /// Writes the 74 header bytes at `p` for a payload of `payload_len` <= kMaxPayload bytes to
+  /// the 6-byte MAC `dst_mac` with identification `ip_id`; the UDP checksum is 0 ("none
+  /// computed").
+  void write(uint8_t* p, const uint8_t* dst_mac, uint32_t payload_len,
+             uint16_t ip_id) const noexcept {
+    std::memcpy(p, dst_mac, RTE_ETHER_ADDR_LEN);
+    std::memcpy(p + RTE_ETHER_ADDR_LEN, bytes_ + RTE_ETHER_ADDR_LEN,
+                kOverhead - RTE_ETHER_ADDR_LEN);
+    uint8_t* ip = p + kIpv4Offset;
+    const auto total = static_cast<uint16_t>(kL3Overhead + payload_len);
+    store_be16(ip + 2, total);
+    store_be16(ip + 4, ip_id);
+    // The one's-complement sum in memory order, as rte_raw_cksum adds (rte_ipv4_cksum).
+    uint32_t sum = ip_sum_ + load_raw16(ip + 2) + load_raw16(ip + 4);
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = (sum & 0xffff) + (sum >> 16);
+    const auto cksum = static_cast<uint16_t>(~sum);
+    std::memcpy(ip + 10, &cksum, 2);
+    store_be16(p + kUdpOffset + 4, static_cast<uint16_t>(kUdpHdrLen + kHeaderLen + payload_len));
+    store_be32(p + kHeaderOffset + 8, payload_len);  // the dpfab header's payload_len
+  }
+
+ private:
+  alignas(16) uint8_t bytes_[kOverhead] = {};
+  uint32_t ip_sum_ = 0;  // memory-order sum of the IPv4 header but its length, id and checksum
+};
+
 }  // namespace dpfab::wire

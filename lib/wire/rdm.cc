@@ -88,26 +88,8 @@ RdmVerdict decode_rdm(const Header& outer, std::span<const uint8_t> payload, Rdm
 
 int encode_rdm(std::span<uint8_t> out, const RdmHeader& h, size_t data_len) noexcept {
   if (rdm_validate(h, data_len) != RdmVerdict::kOk) return -EINVAL;
-  const size_t hlen = rdm_header_len(h.kind);
-  if (out.size() < hlen) return -ENOSPC;
-  uint8_t* p = out.data();
-  p[0] = h.version;
-  p[1] = static_cast<uint8_t>(h.kind);
-  store_be16(p + 2, h.flags);
-  store_be32(p + 4, h.epoch);
-  store_be32(p + 8, h.seq);
-  store_be32(p + 12, h.ack);
-  store_be64(p + 16, h.sack);
-  store_be16(p + 24, h.window);
-  store_be16(p + 26, h.reserved);
-  store_be32(p + 28, h.msg_id);
-  if (rdm_has_body(h.kind)) {
-    store_be64(p + 32, h.offset);
-    store_be64(p + 40, h.length);
-    store_be64(p + 48, h.tag);
-    store_be64(p + 56, h.cq_data);
-  }
-  return static_cast<int>(hlen);
+  if (out.size() < rdm_header_len(h.kind)) return -ENOSPC;
+  return static_cast<int>(write_rdm_header(out.data(), h));
 }
 
 }  // namespace dpfab::wire

@@ -172,6 +172,30 @@ RdmVerdict decode_rdm(const Header& outer, std::span<const uint8_t> payload, Rdm
 ///         on error.
 [[nodiscard]] int encode_rdm(std::span<uint8_t> out, const RdmHeader& h, size_t data_len) noexcept;
 
+/// encode_rdm without its checks, for the data path: writes `h` at `out`, which has room for
+/// rdm_header_len(h.kind) bytes, and returns that length. Only for headers that pass rdm_validate
+/// with the data sent after them: the RDM core's own (every header it builds goes through
+/// encode_rdm, checks included, in the simulated-link unit tests, test/unit/proto/rdm_sim.h).
+inline size_t write_rdm_header(uint8_t* out, const RdmHeader& h) noexcept {
+  uint8_t* p = out;
+  p[0] = h.version;
+  p[1] = static_cast<uint8_t>(h.kind);
+  store_be16(p + 2, h.flags);
+  store_be32(p + 4, h.epoch);
+  store_be32(p + 8, h.seq);
+  store_be32(p + 12, h.ack);
+  store_be64(p + 16, h.sack);
+  store_be16(p + 24, h.window);
+  store_be16(p + 26, h.reserved);
+  store_be32(p + 28, h.msg_id);
+  if (!rdm_has_body(h.kind)) return kRdmCommonLen;
+  store_be64(p + 32, h.offset);
+  store_be64(p + 40, h.length);
+  store_be64(p + 48, h.tag);
+  store_be64(p + 56, h.cq_data);
+  return kRdmHeaderLen;
+}
+
 /// The dpfab header of an RDM frame to `dst_ep` from `src_ep` with `payload_len` bytes of dpfab
 /// payload (RDM header + data).
 constexpr Header rdm_outer_header(uint16_t src_ep, uint16_t dst_ep, uint32_t payload_len) noexcept {

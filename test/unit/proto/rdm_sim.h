@@ -57,10 +57,12 @@ class Node final : public CoreSink {
                 std::span<const uint8_t> data) noexcept override;
   void complete(const Completion& c) noexcept override {
     if (c.cq) done.push_back(c);  // what a CQ would get (cq false: counters only)
+    if (c.count) ++(c.err ? counted_err : counted);  // what a counter would get
   }
 
   std::unique_ptr<RdmCore> core;
   std::vector<Completion> done;
+  uint64_t counted = 0, counted_err = 0;
 
  private:
   Net* net_;
@@ -96,6 +98,9 @@ class Net {
 
   uint64_t frames_sent = 0, frames_dropped = 0, frames_corrupted = 0, frames_rejected = 0;
   uint64_t frames_refused = 0;
+  /// FNV-1a over the bytes of every frame sent, in order: two runs that sent the same frames in
+  /// the same order have the same hash.
+  uint64_t wire_hash = 0xcbf29ce484222325ull;
   dpfab::wire::DecodeStats frame_stats;
   dpfab::wire::RdmDecodeStats decode_stats;
 
@@ -126,6 +131,7 @@ class Net {
     route.dst_ip_be = __builtin_bswap32(0x0a000001u + static_cast<uint32_t>(to));
     route.src_port_be = route.dst_port_be = __builtin_bswap16(9228);
     EXPECT_EQ(w::encode_frame(f.bytes, route, outer, static_cast<uint16_t>(frames_sent)), 0);
+    for (uint8_t b : f.bytes) wire_hash = (wire_hash ^ b) * 0x100000001b3ull;
     if (cut_[from * 64 + to] || rng_.chance(model_.loss_ppm)) {
       ++frames_dropped;
       return true;

@@ -470,6 +470,58 @@ TEST(Decoder, EveryVerdictHasADistinctName) {
   EXPECT_STREQ(verdict_name(Verdict::kCount), "?");
 }
 
+// ---- HeaderTemplate: encode_mbuf's headers for udp_none links, prepared once ----
+
+TEST(HeaderTemplate, WritesTheBytesEncodeMbufWritesOnALinkWithoutUdpChecksum) {
+  std::mt19937_64 rng(11);
+  TxChecksumCaps caps;
+  caps.udp_none = true;
+  for (int i = 0; i < 3000; ++i) {
+    Route r;
+    for (auto& b : r.src_mac.addr_bytes) b = static_cast<uint8_t>(rng());
+    for (auto& b : r.dst_mac.addr_bytes) b = static_cast<uint8_t>(rng());
+    r.src_ip_be = static_cast<uint32_t>(rng());
+    r.dst_ip_be = static_cast<uint32_t>(rng());
+    r.src_port_be = static_cast<uint16_t>(rng());
+    r.dst_port_be = static_cast<uint16_t>(rng());
+    Header h;
+    h.type = rng() & 1 ? Type::kRdm : Type::kData;
+    h.flags = h.type == Type::kData ? static_cast<uint16_t>(rng() & kKnownFlags) : 0;
+    h.src_ep = static_cast<uint16_t>(rng());
+    h.dst_ep = static_cast<uint16_t>(rng());
+    if (h.type == Type::kData) {
+      h.seq = static_cast<uint32_t>(rng());
+      h.cq_data = rng();
+    }
+    h.payload_len = static_cast<uint32_t>(rng());  // ignored: the payload's length counts
+    HeaderTemplate t;
+    ASSERT_EQ(t.init(r, h), 0);
+    // Lengths from empty to the largest payload, the extremes often; any identification.
+    const size_t len = i % 7 == 0 ? kMaxPayload : i % 7 == 1 ? 0 : rng() % (kMaxPayload + 1);
+    const auto ip_id = static_cast<uint16_t>(i % 5 == 0 ? 0xffff : rng());
+    std::vector<uint8_t> payload(len);
+    for (auto& b : payload) b = static_cast<uint8_t>(rng());
+    TestMbuf mb(kMaxPayload + kOverhead);
+    if (len) mb.append(payload.data(), len);
+    ASSERT_EQ(encode_mbuf(&mb.m, r, h, ip_id, caps), 0);
+    std::vector<uint8_t> got(kOverhead);
+    // A route's destination MAC is the caller's to give per frame (it may change).
+    t.write(got.data(), r.dst_mac.addr_bytes, static_cast<uint32_t>(len), ip_id);
+    ASSERT_EQ(0, std::memcmp(got.data(), rte_pktmbuf_mtod(&mb.m, const uint8_t*), kOverhead))
+        << "frame " << i << ", payload " << len << ", id " << ip_id;
+  }
+}
+
+TEST(HeaderTemplate, RefusesAHeaderTheDecoderWouldReject) {
+  HeaderTemplate t;
+  Header bad = golden_header();
+  bad.flags = 0x8000;
+  EXPECT_EQ(t.init(golden_route(), bad), -EINVAL);
+  bad = golden_header();
+  bad.version = 9;
+  EXPECT_EQ(t.init(golden_route(), bad), -EINVAL);
+}
+
 // ---- mbuf front-ends (rte_mbufs built by hand, no EAL) ----
 
 TEST(EncoderMbuf, SoftwareChecksumsMatchTheHandCraftedFrame) {
