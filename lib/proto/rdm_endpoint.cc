@@ -143,7 +143,7 @@ uint32_t RdmEndpoint::peer_id(const wire::Address& a) noexcept {
 
 uint32_t RdmEndpoint::peer_of(fi_addr_t a) noexcept {
   if (peer_) return a == 0 ? peer_from(*peer_) : kNoPeer;  // FI_EP_MSG: bind_peer
-  const AvEntry* e = av_ ? av_->lookup(a) : nullptr;  // null once removed: not sent to
+  const AvEntry* e = av_ ? av_->lookup(a) : nullptr;       // null once removed: not sent to
   if (!e) return kNoPeer;
   if (e == tx_entry_) {
     std::memcpy(peers_[tx_peer_].addr.mac, e->addr.mac, 6);  // as peer_id does
