@@ -14,13 +14,12 @@
 // need the connection up (-FI_ENOTCONN otherwise); receives may be posted before it is, and are
 // refused (-FI_ENOTCONN) once it ended. The address arguments of the calls are ignored (a
 // connected endpoint has one peer).
-#include <rdma/fi_tagged.h>
-
 #include <algorithm>
 #include <memory>
 #include <optional>
 
 #include "ep.h"
+#include "ep_rdm_data.h"
 #include "proto/msg_endpoint.h"
 #include "wire/format.h"
 #include "wire/rdm.h"
@@ -130,26 +129,15 @@ ssize_t msg_cancel(fid* f, void* context) noexcept {
 }
 
 int msg_getopt(fid* f, int level, int name, void* val, size_t* len) noexcept {
-  MsgEp* e = msg_of(f);
   if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
   if (name == FI_OPT_CM_DATA_SIZE) return msg_cm_data_size_opt(val, len);
   if (name != FI_OPT_MIN_MULTI_RECV) return -FI_ENOPROTOOPT;
-  if (!val || !len) return -FI_EINVAL;
-  if (*len < sizeof(size_t)) {
-    *len = sizeof(size_t);
-    return -FI_ETOOSMALL;
-  }
-  *static_cast<size_t*>(val) = e->msg->rdm().min_multi_recv();
-  *len = sizeof(size_t);
-  return FI_SUCCESS;
+  return rdm_data::get_min_multi_recv(msg_of(f)->msg->rdm(), val, len);
 }
 
 int msg_setopt(fid* f, int level, int name, const void* val, size_t len) noexcept {
-  MsgEp* e = msg_of(f);
   if (level != FI_OPT_ENDPOINT || name != FI_OPT_MIN_MULTI_RECV) return -FI_ENOPROTOOPT;
-  if (!val || len != sizeof(size_t)) return -FI_EINVAL;
-  e->msg->rdm().set_min_multi_recv(*static_cast<const size_t*>(val));
-  return FI_SUCCESS;
+  return rdm_data::set_min_multi_recv(msg_of(f)->msg->rdm(), val, len);
 }
 
 fi_ops_ep g_msg_ep_ops = {
@@ -227,201 +215,28 @@ fi_ops_cm g_msg_cm_ops = {
     .join = enosys<decltype(fi_ops_cm::join)>,
 };
 
-// ---- data path ---------------------------------------------------------------------------
+// ---- data path (ep_rdm_data.h) -----------------------------------------------------------
 
-// The fi_msg(3) / fi_tagged(3) flags each call takes here; any other bit is -FI_EINVAL.
-constexpr uint64_t kSendFlags = FI_COMPLETION | FI_MORE | FI_REMOTE_CQ_DATA | FI_INJECT |
-                                FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE;
-constexpr uint64_t kRecvFlags = FI_COMPLETION | FI_MORE | FI_MULTI_RECV;
-constexpr uint64_t kTrecvFlags = FI_COMPLETION | FI_MORE | FI_PEEK | FI_CLAIM | FI_DISCARD;
-
-struct Buf {
-  void* base = nullptr;
-  size_t len = 0;
+struct MsgTraits {
+  using Ep = MsgEp;
+  static constexpr bool kAddressed = false;  // one peer: the address arguments are ignored
+  static MsgEp* of(fid_ep* e) noexcept { return msg_of(e); }
+  static proto::RdmEndpoint& rdm(MsgEp* e) noexcept { return e->msg->rdm(); }
+  static ssize_t send(MsgEp* e, const proto::rdm::SendOp& s) noexcept { return e->msg->send(s); }
+  static ssize_t recv(MsgEp* e, const proto::rdm::RecvOp& r) noexcept { return e->msg->recv(r); }
 };
-
-// The one buffer of an iov array (iov_limit 1); nullopt when the array is not valid.
-std::optional<Buf> one_buf(const iovec* iov, size_t count) noexcept {
-  if (!valid_iov(iov, count, 1)) return std::nullopt;
-  return count ? Buf{iov[0].iov_base, iov[0].iov_len} : Buf{};
-}
-
-ssize_t do_send(fid_ep* ep, Buf b, void* context, uint64_t flags, bool tagged, uint64_t tag,
-                bool has_data, uint64_t data, bool inject) noexcept {
-  MsgEp* e = msg_of(ep);
-  if (!e->enabled) return -FI_EOPBADSTATE;
-  if (!(e->caps & (tagged ? FI_TAGGED : FI_MSG))) return -FI_EOPNOTSUPP;
-  proto::rdm::SendOp s;
-  s.buf = b.base;
-  s.len = b.len;
-  s.context = context;
-  s.tag = tag;
-  s.data = data;
-  s.tagged = tagged;
-  s.has_data = has_data;
-  s.completion = !inject && (!e->tx_selective || (flags & FI_COMPLETION));
-  s.complete_now = b.len <= e->msg->rdm().config().core.inject_size &&
-                   !(flags & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE));
-  s.inject = inject || (flags & FI_INJECT) || s.complete_now;
-  return e->msg->send(s);
-}
-
-ssize_t do_recv(fid_ep* ep, Buf b, void* context, uint64_t flags, bool tagged, uint64_t tag,
-                uint64_t ignore) noexcept {
-  MsgEp* e = msg_of(ep);
-  if (!e->enabled) return -FI_EOPBADSTATE;
-  if (!(e->caps & (tagged ? FI_TAGGED : FI_MSG))) return -FI_EOPNOTSUPP;
-  if ((flags & FI_MULTI_RECV) && !(e->caps & FI_MULTI_RECV)) return -FI_EINVAL;
-  proto::rdm::RecvOp op;
-  op.buf = b.base;
-  op.len = b.len;
-  op.context = context;
-  op.match.tag = tag;
-  op.match.ignore = ignore;
-  op.match.tagged = tagged;
-  op.flags = flags & (FI_PEEK | FI_CLAIM | FI_DISCARD | FI_MULTI_RECV);
-  op.completion = !e->rx_selective || (flags & FI_COMPLETION);
-  return e->msg->recv(op);
-}
-
-Buf buf_of(const void* p, size_t len) noexcept { return {const_cast<void*>(p), len}; }
-
-// -- fi_ops_msg --
-
-fi_ops_msg g_msg_msg_ops = {
-    .size = sizeof(fi_ops_msg),
-    .recv =
-        [](fid_ep* ep, void* buf, size_t len, void*, fi_addr_t, void* ctx) noexcept {
-          return do_recv(ep, {buf, len}, ctx, msg_of(ep)->rx_op_flags, false, 0, 0);
-        },
-    .recvv = [](fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t,
-                void* ctx) noexcept -> ssize_t {
-      auto b = one_buf(iov, count);
-      return b ? do_recv(ep, *b, ctx, msg_of(ep)->rx_op_flags, false, 0, 0) : -FI_EINVAL;
-    },
-    .recvmsg = [](fid_ep* ep, const fi_msg* msg, uint64_t flags) noexcept -> ssize_t {
-      if (!msg || (flags & ~kRecvFlags)) return -FI_EINVAL;
-      auto b = one_buf(msg->msg_iov, msg->iov_count);
-      return b ? do_recv(ep, *b, msg->context, flags, false, 0, 0) : -FI_EINVAL;
-    },
-    .send =
-        [](fid_ep* ep, const void* buf, size_t len, void*, fi_addr_t, void* ctx) noexcept {
-          return do_send(ep, buf_of(buf, len), ctx, msg_of(ep)->tx_op_flags, false, 0, false, 0,
-                         false);
-        },
-    .sendv = [](fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t,
-                void* ctx) noexcept -> ssize_t {
-      auto b = one_buf(iov, count);
-      return b ? do_send(ep, *b, ctx, msg_of(ep)->tx_op_flags, false, 0, false, 0, false)
-               : -FI_EINVAL;
-    },
-    .sendmsg = [](fid_ep* ep, const fi_msg* msg, uint64_t flags) noexcept -> ssize_t {
-      if (!msg || (flags & ~kSendFlags)) return -FI_EINVAL;
-      auto b = one_buf(msg->msg_iov, msg->iov_count);
-      return b ? do_send(ep, *b, msg->context, flags, false, 0, flags & FI_REMOTE_CQ_DATA,
-                         msg->data, false)
-               : -FI_EINVAL;
-    },
-    .inject =
-        [](fid_ep* ep, const void* buf, size_t len, fi_addr_t) noexcept {
-          return do_send(ep, buf_of(buf, len), nullptr, 0, false, 0, false, 0, true);
-        },
-    .senddata =
-        [](fid_ep* ep, const void* buf, size_t len, void*, uint64_t data, fi_addr_t,
-           void* ctx) noexcept {
-          return do_send(ep, buf_of(buf, len), ctx, msg_of(ep)->tx_op_flags, false, 0, true, data,
-                         false);
-        },
-    .injectdata =
-        [](fid_ep* ep, const void* buf, size_t len, uint64_t data, fi_addr_t) noexcept {
-          return do_send(ep, buf_of(buf, len), nullptr, 0, false, 0, true, data, true);
-        },
-};
-
-// -- fi_ops_tagged --
-
-fi_ops_tagged g_msg_tagged_ops = {
-    .size = sizeof(fi_ops_tagged),
-    .recv =
-        [](fid_ep* ep, void* buf, size_t len, void*, fi_addr_t, uint64_t tag, uint64_t ignore,
-           void* ctx) noexcept {
-          return do_recv(ep, {buf, len}, ctx, msg_of(ep)->rx_op_flags & ~FI_MULTI_RECV, true, tag,
-                         ignore);
-        },
-    .recvv = [](fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t, uint64_t tag,
-                uint64_t ignore, void* ctx) noexcept -> ssize_t {
-      auto b = one_buf(iov, count);
-      return b ? do_recv(ep, *b, ctx, msg_of(ep)->rx_op_flags & ~FI_MULTI_RECV, true, tag, ignore)
-               : -FI_EINVAL;
-    },
-    .recvmsg = [](fid_ep* ep, const fi_msg_tagged* msg, uint64_t flags) noexcept -> ssize_t {
-      if (!msg || (flags & ~kTrecvFlags)) return -FI_EINVAL;
-      Buf b;
-      // FI_PEEK (and FI_CLAIM | FI_DISCARD) may come without a buffer.
-      if (!(flags & (FI_PEEK | FI_DISCARD)) || msg->iov_count) {
-        auto one = one_buf(msg->msg_iov, msg->iov_count);
-        if (!one) return -FI_EINVAL;
-        b = *one;
-      }
-      return do_recv(ep, b, msg->context, flags, true, msg->tag, msg->ignore);
-    },
-    .send =
-        [](fid_ep* ep, const void* buf, size_t len, void*, fi_addr_t, uint64_t tag,
-           void* ctx) noexcept {
-          return do_send(ep, buf_of(buf, len), ctx, msg_of(ep)->tx_op_flags, true, tag, false, 0,
-                         false);
-        },
-    .sendv = [](fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t, uint64_t tag,
-                void* ctx) noexcept -> ssize_t {
-      auto b = one_buf(iov, count);
-      return b ? do_send(ep, *b, ctx, msg_of(ep)->tx_op_flags, true, tag, false, 0, false)
-               : -FI_EINVAL;
-    },
-    .sendmsg = [](fid_ep* ep, const fi_msg_tagged* msg, uint64_t flags) noexcept -> ssize_t {
-      if (!msg || (flags & ~kSendFlags)) return -FI_EINVAL;
-      auto b = one_buf(msg->msg_iov, msg->iov_count);
-      return b ? do_send(ep, *b, msg->context, flags, true, msg->tag, flags & FI_REMOTE_CQ_DATA,
-                         msg->data, false)
-               : -FI_EINVAL;
-    },
-    .inject =
-        [](fid_ep* ep, const void* buf, size_t len, fi_addr_t, uint64_t tag) noexcept {
-          return do_send(ep, buf_of(buf, len), nullptr, 0, true, tag, false, 0, true);
-        },
-    .senddata =
-        [](fid_ep* ep, const void* buf, size_t len, void*, uint64_t data, fi_addr_t, uint64_t tag,
-           void* ctx) noexcept {
-          return do_send(ep, buf_of(buf, len), ctx, msg_of(ep)->tx_op_flags, true, tag, true, data,
-                         false);
-        },
-    .injectdata =
-        [](fid_ep* ep, const void* buf, size_t len, uint64_t data, fi_addr_t,
-           uint64_t tag) noexcept {
-          return do_send(ep, buf_of(buf, len), nullptr, 0, true, tag, true, data, true);
-        },
-};
+using MsgOps = rdm_data::Ops<MsgTraits>;
 
 // The RDM protocol's parameters for a connected endpoint: RDM's, sized for one peer.
 proto::MsgEndpoint::Config msg_config(const Domain* dom, const fi_info* info) noexcept {
   const config::Config* cfg = dom->fabric->cfg;
   proto::MsgEndpoint::Config c;
   auto& core = c.rdm.core;
-  const uint16_t mtu = dom->engine->mtu() ? dom->engine->mtu() : 1500;
-  core.seg_size = static_cast<uint32_t>(wire::max_payload(mtu) - wire::kRdmHeaderLen);
+  rdm_data::core_config(dom, info, core);
   core.reorder_slots = core.rel.window;  // one peer's window of out-of-order packets
-  core.tx_ops = info->tx_attr && info->tx_attr->size ? static_cast<uint32_t>(info->tx_attr->size)
-                                                     : (cfg ? cfg->tx_depth : 512);
-  core.rx_ops = info->rx_attr && info->rx_attr->size ? static_cast<uint32_t>(info->rx_attr->size)
-                                                     : (cfg ? cfg->rx_depth : 512);
-  if (info->tx_attr && info->tx_attr->inject_size)
-    core.inject_size = static_cast<uint32_t>(info->tx_attr->inject_size);
-  if (info->ep_attr && info->ep_attr->max_msg_size)
-    core.max_msg_size = std::min<uint64_t>(info->ep_attr->max_msg_size, core.max_msg_size);
   c.rdm.max_peers = 1;
   c.rdm.rm_enabled = !(info->domain_attr && info->domain_attr->resource_mgmt == FI_RM_DISABLED);
   if (cfg) {
-    core.rel.peer_timeout_ns = cfg->rdm_peer_timeout_ms * 1'000'000;
-    core.rel.max_retries = cfg->rdm_max_retries;
     c.cm.connect_timeout_ns = cfg->msg_connect_timeout_ms * 1'000'000;
     // The RDM timeout may be 0 (retries alone decide there); a connection needs some silence.
     c.cm.peer_timeout_ns = std::max<uint64_t>(cfg->rdm_peer_timeout_ms, 100) * 1'000'000;
@@ -456,9 +271,9 @@ int msg_endpoint_open(Domain* dom, fi_info* info, fid_ep** ep, void* context) no
   e->fid.fid.ops = &g_msg_fi_ops;
   e->fid.ops = &g_msg_ep_ops;
   e->fid.cm = &g_msg_cm_ops;
-  e->fid.msg = &g_msg_msg_ops;
+  e->fid.msg = &MsgOps::msg_ops;
   e->fid.rma = &g_no_rma_ops;
-  e->fid.tagged = &g_msg_tagged_ops;
+  e->fid.tagged = &MsgOps::tagged_ops;
   e->fid.atomic = &g_no_atomic_ops;
   dom->refs.fetch_add(1, std::memory_order_relaxed);
   *ep = &e.release()->fid;

@@ -10,13 +10,11 @@
 // (or the endpoint's op_flags) ask for FI_TRANSMIT_COMPLETE or FI_DELIVERY_COMPLETE; a larger
 // one completes when the peer acknowledged all of it (delivery complete). FI_DIRECTED_RECV makes
 // the receive's source address count; without it the source is ignored (fi_msg(3)).
-#include <rdma/fi_tagged.h>
-
 #include <algorithm>
 #include <memory>
-#include <optional>
 
 #include "ep.h"
+#include "ep_rdm_data.h"
 #include "proto/rdm_endpoint.h"
 #include "wire/format.h"
 #include "wire/rdm.h"
@@ -111,27 +109,13 @@ ssize_t rdm_cancel(fid* f, void* context) noexcept {
 }
 
 int rdm_getopt(fid* f, int level, int name, void* val, size_t* len) noexcept {
-  RdmEp* e = rdm_of(f);
-  if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
-  if (name != FI_OPT_MIN_MULTI_RECV) return -FI_ENOPROTOOPT;
-  if (!val || !len) return -FI_EINVAL;
-  if (*len < sizeof(size_t)) {
-    *len = sizeof(size_t);
-    return -FI_ETOOSMALL;
-  }
-  *static_cast<size_t*>(val) = e->rdm->min_multi_recv();
-  *len = sizeof(size_t);
-  return FI_SUCCESS;
+  if (level != FI_OPT_ENDPOINT || name != FI_OPT_MIN_MULTI_RECV) return -FI_ENOPROTOOPT;
+  return rdm_data::get_min_multi_recv(*rdm_of(f)->rdm, val, len);
 }
 
 int rdm_setopt(fid* f, int level, int name, const void* val, size_t len) noexcept {
-  RdmEp* e = rdm_of(f);
-  if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
-  if (name != FI_OPT_MIN_MULTI_RECV) return -FI_ENOPROTOOPT;
-  if (!val || len != sizeof(size_t)) return -FI_EINVAL;
-  // Before or after fi_enable (fabtests set it after): buffers posted from now on follow it.
-  e->rdm->set_min_multi_recv(*static_cast<const size_t*>(val));
-  return FI_SUCCESS;
+  if (level != FI_OPT_ENDPOINT || name != FI_OPT_MIN_MULTI_RECV) return -FI_ENOPROTOOPT;
+  return rdm_data::set_min_multi_recv(*rdm_of(f)->rdm, val, len);
 }
 
 fi_ops_ep g_rdm_ep_ops = {
@@ -158,214 +142,17 @@ fi_ops_cm g_rdm_cm_ops = {
     .join = enosys<decltype(fi_ops_cm::join)>,
 };
 
-// ---- data path ---------------------------------------------------------------------------
+// ---- data path (ep_rdm_data.h) -----------------------------------------------------------
 
-// The fi_msg(3) / fi_tagged(3) flags each call takes here; any other bit is -FI_EINVAL.
-constexpr uint64_t kSendFlags = FI_COMPLETION | FI_MORE | FI_REMOTE_CQ_DATA | FI_INJECT |
-                                FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE;
-constexpr uint64_t kRecvFlags = FI_COMPLETION | FI_MORE | FI_MULTI_RECV;
-constexpr uint64_t kTrecvFlags = FI_COMPLETION | FI_MORE | FI_PEEK | FI_CLAIM | FI_DISCARD;
-
-struct Buf {
-  void* base = nullptr;
-  size_t len = 0;
+struct RdmTraits {
+  using Ep = RdmEp;
+  static constexpr bool kAddressed = true;
+  static RdmEp* of(fid_ep* e) noexcept { return rdm_of(e); }
+  static proto::RdmEndpoint& rdm(RdmEp* e) noexcept { return *e->rdm; }
+  static ssize_t send(RdmEp* e, const proto::rdm::SendOp& s) noexcept { return e->rdm->send(s); }
+  static ssize_t recv(RdmEp* e, const proto::rdm::RecvOp& r) noexcept { return e->rdm->recv(r); }
 };
-
-// The one buffer of an iov array (iov_limit 1); nullopt when the array is not valid.
-std::optional<Buf> one_buf(const iovec* iov, size_t count) noexcept {
-  if (!valid_iov(iov, count, 1)) return std::nullopt;
-  return count ? Buf{iov[0].iov_base, iov[0].iov_len} : Buf{};
-}
-
-ssize_t do_send(fid_ep* ep, Buf b, fi_addr_t dest, void* context, uint64_t flags, bool tagged,
-                uint64_t tag, bool has_data, uint64_t data, bool inject) noexcept {
-  RdmEp* e = rdm_of(ep);
-  if (!e->enabled) return -FI_EOPBADSTATE;
-  if (tagged && !(e->caps & FI_TAGGED)) return -FI_EOPNOTSUPP;
-  if (!tagged && !(e->caps & FI_MSG)) return -FI_EOPNOTSUPP;
-  proto::rdm::SendOp s;
-  s.dest = dest;
-  s.buf = b.base;
-  s.len = b.len;
-  s.context = context;
-  s.tag = tag;
-  s.data = data;
-  s.tagged = tagged;
-  s.has_data = has_data;
-  s.completion = !inject && (!e->tx_selective || (flags & FI_COMPLETION));
-  // A message that fits inject_size is copied and completes at once (FI_INJECT_COMPLETE),
-  // unless the application asks for transmit or delivery completion: no ack is then waited for
-  // (nor asked at once), and the peer's reply carries it.
-  s.complete_now = b.len <= e->rdm->config().core.inject_size &&
-                   !(flags & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE));
-  s.inject = inject || (flags & FI_INJECT) || s.complete_now;
-  return e->rdm->send(s);
-}
-
-ssize_t do_recv(fid_ep* ep, Buf b, fi_addr_t src, void* context, uint64_t flags, bool tagged,
-                uint64_t tag, uint64_t ignore) noexcept {
-  RdmEp* e = rdm_of(ep);
-  if (!e->enabled) return -FI_EOPBADSTATE;
-  if (tagged && !(e->caps & FI_TAGGED)) return -FI_EOPNOTSUPP;
-  if (!tagged && !(e->caps & FI_MSG)) return -FI_EOPNOTSUPP;
-  if ((flags & FI_MULTI_RECV) && !(e->caps & FI_MULTI_RECV)) return -FI_EINVAL;
-  proto::rdm::RecvOp op;
-  op.buf = b.base;
-  op.len = b.len;
-  op.context = context;
-  op.match.src = (e->caps & FI_DIRECTED_RECV) ? src : FI_ADDR_UNSPEC;
-  op.match.tag = tag;
-  op.match.ignore = ignore;
-  op.match.tagged = tagged;
-  op.flags = flags & (FI_PEEK | FI_CLAIM | FI_DISCARD | FI_MULTI_RECV);
-  op.completion = !e->rx_selective || (flags & FI_COMPLETION);
-  return e->rdm->recv(op);
-}
-
-// -- fi_ops_msg --
-
-ssize_t msg_recv(fid_ep* ep, void* buf, size_t len, void*, fi_addr_t src, void* ctx) noexcept {
-  return do_recv(ep, {buf, len}, src, ctx, rdm_of(ep)->rx_op_flags, false, 0, 0);
-}
-
-ssize_t msg_recvv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t src,
-                  void* ctx) noexcept {
-  auto b = one_buf(iov, count);
-  if (!b) return -FI_EINVAL;
-  return do_recv(ep, *b, src, ctx, rdm_of(ep)->rx_op_flags, false, 0, 0);
-}
-
-ssize_t msg_recvmsg(fid_ep* ep, const fi_msg* msg, uint64_t flags) noexcept {
-  if (!msg || (flags & ~kRecvFlags)) return -FI_EINVAL;
-  auto b = one_buf(msg->msg_iov, msg->iov_count);
-  if (!b) return -FI_EINVAL;
-  return do_recv(ep, *b, msg->addr, msg->context, flags, false, 0, 0);
-}
-
-ssize_t msg_send(fid_ep* ep, const void* buf, size_t len, void*, fi_addr_t dest,
-                 void* ctx) noexcept {
-  return do_send(ep, {const_cast<void*>(buf), len}, dest, ctx, rdm_of(ep)->tx_op_flags, false, 0,
-                 false, 0, false);
-}
-
-ssize_t msg_sendv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t dest,
-                  void* ctx) noexcept {
-  auto b = one_buf(iov, count);
-  if (!b) return -FI_EINVAL;
-  return do_send(ep, *b, dest, ctx, rdm_of(ep)->tx_op_flags, false, 0, false, 0, false);
-}
-
-ssize_t msg_sendmsg(fid_ep* ep, const fi_msg* msg, uint64_t flags) noexcept {
-  if (!msg || (flags & ~kSendFlags)) return -FI_EINVAL;
-  auto b = one_buf(msg->msg_iov, msg->iov_count);
-  if (!b) return -FI_EINVAL;
-  return do_send(ep, *b, msg->addr, msg->context, flags, false, 0, flags & FI_REMOTE_CQ_DATA,
-                 msg->data, false);
-}
-
-ssize_t msg_inject(fid_ep* ep, const void* buf, size_t len, fi_addr_t dest) noexcept {
-  return do_send(ep, {const_cast<void*>(buf), len}, dest, nullptr, 0, false, 0, false, 0, true);
-}
-
-ssize_t msg_senddata(fid_ep* ep, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest,
-                     void* ctx) noexcept {
-  return do_send(ep, {const_cast<void*>(buf), len}, dest, ctx, rdm_of(ep)->tx_op_flags, false, 0,
-                 true, data, false);
-}
-
-ssize_t msg_injectdata(fid_ep* ep, const void* buf, size_t len, uint64_t data,
-                       fi_addr_t dest) noexcept {
-  return do_send(ep, {const_cast<void*>(buf), len}, dest, nullptr, 0, false, 0, true, data, true);
-}
-
-fi_ops_msg g_rdm_msg_ops = {
-    .size = sizeof(fi_ops_msg),
-    .recv = msg_recv,
-    .recvv = msg_recvv,
-    .recvmsg = msg_recvmsg,
-    .send = msg_send,
-    .sendv = msg_sendv,
-    .sendmsg = msg_sendmsg,
-    .inject = msg_inject,
-    .senddata = msg_senddata,
-    .injectdata = msg_injectdata,
-};
-
-// -- fi_ops_tagged --
-
-ssize_t t_recv(fid_ep* ep, void* buf, size_t len, void*, fi_addr_t src, uint64_t tag,
-               uint64_t ignore, void* ctx) noexcept {
-  return do_recv(ep, {buf, len}, src, ctx, rdm_of(ep)->rx_op_flags & ~FI_MULTI_RECV, true, tag,
-                 ignore);
-}
-
-ssize_t t_recvv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t src, uint64_t tag,
-                uint64_t ignore, void* ctx) noexcept {
-  auto b = one_buf(iov, count);
-  if (!b) return -FI_EINVAL;
-  return do_recv(ep, *b, src, ctx, rdm_of(ep)->rx_op_flags & ~FI_MULTI_RECV, true, tag, ignore);
-}
-
-ssize_t t_recvmsg(fid_ep* ep, const fi_msg_tagged* msg, uint64_t flags) noexcept {
-  if (!msg || (flags & ~kTrecvFlags)) return -FI_EINVAL;
-  Buf b;
-  // FI_PEEK (and FI_CLAIM | FI_DISCARD) may come without a buffer.
-  if (!(flags & (FI_PEEK | FI_DISCARD)) || msg->iov_count) {
-    auto one = one_buf(msg->msg_iov, msg->iov_count);
-    if (!one) return -FI_EINVAL;
-    b = *one;
-  }
-  return do_recv(ep, b, msg->addr, msg->context, flags, true, msg->tag, msg->ignore);
-}
-
-ssize_t t_send(fid_ep* ep, const void* buf, size_t len, void*, fi_addr_t dest, uint64_t tag,
-               void* ctx) noexcept {
-  return do_send(ep, {const_cast<void*>(buf), len}, dest, ctx, rdm_of(ep)->tx_op_flags, true, tag,
-                 false, 0, false);
-}
-
-ssize_t t_sendv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t dest, uint64_t tag,
-                void* ctx) noexcept {
-  auto b = one_buf(iov, count);
-  if (!b) return -FI_EINVAL;
-  return do_send(ep, *b, dest, ctx, rdm_of(ep)->tx_op_flags, true, tag, false, 0, false);
-}
-
-ssize_t t_sendmsg(fid_ep* ep, const fi_msg_tagged* msg, uint64_t flags) noexcept {
-  if (!msg || (flags & ~kSendFlags)) return -FI_EINVAL;
-  auto b = one_buf(msg->msg_iov, msg->iov_count);
-  if (!b) return -FI_EINVAL;
-  return do_send(ep, *b, msg->addr, msg->context, flags, true, msg->tag, flags & FI_REMOTE_CQ_DATA,
-                 msg->data, false);
-}
-
-ssize_t t_inject(fid_ep* ep, const void* buf, size_t len, fi_addr_t dest, uint64_t tag) noexcept {
-  return do_send(ep, {const_cast<void*>(buf), len}, dest, nullptr, 0, true, tag, false, 0, true);
-}
-
-ssize_t t_senddata(fid_ep* ep, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest,
-                   uint64_t tag, void* ctx) noexcept {
-  return do_send(ep, {const_cast<void*>(buf), len}, dest, ctx, rdm_of(ep)->tx_op_flags, true, tag,
-                 true, data, false);
-}
-
-ssize_t t_injectdata(fid_ep* ep, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
-                     uint64_t tag) noexcept {
-  return do_send(ep, {const_cast<void*>(buf), len}, dest, nullptr, 0, true, tag, true, data, true);
-}
-
-fi_ops_tagged g_rdm_tagged_ops = {
-    .size = sizeof(fi_ops_tagged),
-    .recv = t_recv,
-    .recvv = t_recvv,
-    .recvmsg = t_recvmsg,
-    .send = t_send,
-    .sendv = t_sendv,
-    .sendmsg = t_sendmsg,
-    .inject = t_inject,
-    .senddata = t_senddata,
-    .injectdata = t_injectdata,
-};
+using RdmOps = rdm_data::Ops<RdmTraits>;
 
 }  // namespace
 
@@ -373,26 +160,12 @@ int rdm_endpoint_open(Domain* dom, fi_info* info, fid_ep** ep, void* context) no
   auto e = std::make_unique<RdmEp>();
   e->type = FI_EP_RDM;
   ep_base_init(e.get(), dom, info, context);
-  const config::Config* cfg = dom->fabric->cfg;
   proto::RdmEndpoint::Config c;
-  const uint16_t mtu = dom->engine->mtu() ? dom->engine->mtu() : 1500;
-  c.core.seg_size = static_cast<uint32_t>(wire::max_payload(mtu) - wire::kRdmHeaderLen);
+  rdm_data::core_config(dom, info, c.core);
   // Out-of-order copies: the same bytes whatever the MTU (1024 slots of a 1500-MTU segment), at
   // least four peers' full windows.
   const auto standard_seg = static_cast<uint32_t>(wire::max_payload(1500) - wire::kRdmHeaderLen);
   c.core.reorder_slots = std::max<uint32_t>(256, 1024 * standard_seg / c.core.seg_size);
-  c.core.tx_ops = info->tx_attr && info->tx_attr->size ? static_cast<uint32_t>(info->tx_attr->size)
-                                                       : (cfg ? cfg->tx_depth : 512);
-  c.core.rx_ops = info->rx_attr && info->rx_attr->size ? static_cast<uint32_t>(info->rx_attr->size)
-                                                       : (cfg ? cfg->rx_depth : 512);
-  if (info->tx_attr && info->tx_attr->inject_size)
-    c.core.inject_size = static_cast<uint32_t>(info->tx_attr->inject_size);
-  if (info->ep_attr && info->ep_attr->max_msg_size)
-    c.core.max_msg_size = std::min<uint64_t>(info->ep_attr->max_msg_size, c.core.max_msg_size);
-  if (cfg) {  // liveness: FI_DPDK_RDM_PEER_TIMEOUT_MS, FI_DPDK_RDM_MAX_RETRIES
-    c.core.rel.peer_timeout_ns = cfg->rdm_peer_timeout_ms * 1'000'000;
-    c.core.rel.max_retries = cfg->rdm_max_retries;
-  }
   c.source = e->caps & FI_SOURCE;
   c.source_err = e->caps & FI_SOURCE_ERR;
   c.rm_enabled = !(info->domain_attr && info->domain_attr->resource_mgmt == FI_RM_DISABLED);
@@ -403,9 +176,9 @@ int rdm_endpoint_open(Domain* dom, fi_info* info, fid_ep** ep, void* context) no
   e->fid.fid.ops = &g_rdm_fi_ops;
   e->fid.ops = &g_rdm_ep_ops;
   e->fid.cm = &g_rdm_cm_ops;
-  e->fid.msg = &g_rdm_msg_ops;
+  e->fid.msg = &RdmOps::msg_ops;
   e->fid.rma = &g_no_rma_ops;
-  e->fid.tagged = &g_rdm_tagged_ops;
+  e->fid.tagged = &RdmOps::tagged_ops;
   e->fid.atomic = &g_no_atomic_ops;
   dom->refs.fetch_add(1, std::memory_order_relaxed);
   *ep = &e.release()->fid;

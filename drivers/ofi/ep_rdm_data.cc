@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// What FI_EP_RDM and FI_EP_MSG endpoints share besides their data-path tables (ep_rdm_data.h).
+#include "ep_rdm_data.h"
+
+namespace dpfab::ofi::rdm_data {
+
+int get_min_multi_recv(proto::RdmEndpoint& rdm, void* val, size_t* len) noexcept {
+  if (!val || !len) return -FI_EINVAL;
+  if (*len < sizeof(size_t)) {
+    *len = sizeof(size_t);
+    return -FI_ETOOSMALL;
+  }
+  *static_cast<size_t*>(val) = rdm.min_multi_recv();
+  *len = sizeof(size_t);
+  return FI_SUCCESS;
+}
+
+int set_min_multi_recv(proto::RdmEndpoint& rdm, const void* val, size_t len) noexcept {
+  if (!val || len != sizeof(size_t)) return -FI_EINVAL;
+  rdm.set_min_multi_recv(*static_cast<const size_t*>(val));
+  return FI_SUCCESS;
+}
+
+void core_config(const Domain* dom, const fi_info* info, proto::rdm::CoreConfig& c) noexcept {
+  const config::Config* cfg = dom->fabric->cfg;
+  const uint16_t mtu = dom->engine->mtu() ? dom->engine->mtu() : 1500;
+  c.seg_size = static_cast<uint32_t>(wire::max_payload(mtu) - wire::kRdmHeaderLen);
+  c.tx_ops = info->tx_attr && info->tx_attr->size ? static_cast<uint32_t>(info->tx_attr->size)
+                                                  : (cfg ? cfg->tx_depth : 512);
+  c.rx_ops = info->rx_attr && info->rx_attr->size ? static_cast<uint32_t>(info->rx_attr->size)
+                                                  : (cfg ? cfg->rx_depth : 512);
+  if (info->tx_attr && info->tx_attr->inject_size)
+    c.inject_size = static_cast<uint32_t>(info->tx_attr->inject_size);
+  if (info->ep_attr && info->ep_attr->max_msg_size)
+    c.max_msg_size = std::min<uint64_t>(info->ep_attr->max_msg_size, c.max_msg_size);
+  if (cfg) {  // liveness: FI_DPDK_RDM_PEER_TIMEOUT_MS, FI_DPDK_RDM_MAX_RETRIES
+    c.rel.peer_timeout_ns = cfg->rdm_peer_timeout_ms * 1'000'000;
+    c.rel.max_retries = cfg->rdm_max_retries;
+  }
+}
+
+}  // namespace dpfab::ofi::rdm_data

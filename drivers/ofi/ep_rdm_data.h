@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// The data path of the endpoint types that carry proto::rdm's reliable messages: FI_EP_RDM
+// (ep_rdm.cc, over proto::RdmEndpoint) and FI_EP_MSG (ep_msg.cc, over proto::MsgEndpoint, an
+// RdmEndpoint bound to its one peer). One fi_ops_msg and one fi_ops_tagged table per type, made
+// from one template, so the two types check and translate every call the same way:
+//   - one buffer per operation (iov_limit 1): more iov entries are -FI_EINVAL, and so is a NULL
+//     buffer with a length (valid_iov);
+//   - the fi_msg(3) / fi_tagged(3) flags each call takes (kSendFlags, kRecvFlags, kTrecvFlags);
+//     any other bit is -FI_EINVAL;
+//   - FI_MSG / FI_TAGGED calls on an endpoint without that capability are -FI_EOPNOTSUPP, calls
+//     before fi_enable -FI_EOPBADSTATE;
+//   - a send of at most inject_size bytes is copied and completes at once (FI_INJECT_COMPLETE)
+//     unless it asks for FI_TRANSMIT_COMPLETE or FI_DELIVERY_COMPLETE; fi_inject writes no
+//     completion.
+// A type describes itself with a traits struct:
+//   using Ep = ...;                           // derived from EpBase
+//   static constexpr bool kAddressed;         // dest / src arguments count (RDM), or are ignored
+//                                             // (MSG: a connected endpoint has one peer)
+//   static Ep* of(fid_ep*) noexcept;
+//   static proto::RdmEndpoint& rdm(Ep*) noexcept;
+//   static ssize_t send(Ep*, const proto::rdm::SendOp&) noexcept;
+//   static ssize_t recv(Ep*, const proto::rdm::RecvOp&) noexcept;
+#pragma once
+
+#include <rdma/fi_tagged.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "dpdk.h"
+#include "ep.h"
+#include "proto/rdm_endpoint.h"
+#include "wire/format.h"
+#include "wire/rdm.h"
+
+namespace dpfab::ofi::rdm_data {
+
+/// The fi_msg(3) / fi_tagged(3) flags each call takes; any other bit is -FI_EINVAL.
+constexpr uint64_t kSendFlags = FI_COMPLETION | FI_MORE | FI_REMOTE_CQ_DATA | FI_INJECT |
+                                FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE;
+constexpr uint64_t kRecvFlags = FI_COMPLETION | FI_MORE | FI_MULTI_RECV;
+constexpr uint64_t kTrecvFlags = FI_COMPLETION | FI_MORE | FI_PEEK | FI_CLAIM | FI_DISCARD;
+
+struct Buf {
+  void* base = nullptr;
+  size_t len = 0;
+};
+
+inline Buf buf_of(const void* p, size_t len) noexcept { return {const_cast<void*>(p), len}; }
+
+/// The one buffer of an iov array (iov_limit 1); nullopt when the array is not valid.
+inline std::optional<Buf> one_buf(const iovec* iov, size_t count) noexcept {
+  if (!valid_iov(iov, count, 1)) return std::nullopt;
+  return count ? Buf{iov[0].iov_base, iov[0].iov_len} : Buf{};
+}
+
+/// fi_getopt / fi_setopt FI_OPT_MIN_MULTI_RECV (a size_t) of `rdm`. Before or after fi_enable
+/// (fabtests set it after): buffers posted from then on follow it.
+int get_min_multi_recv(proto::RdmEndpoint& rdm, void* val, size_t* len) noexcept;
+int set_min_multi_recv(proto::RdmEndpoint& rdm, const void* val, size_t len) noexcept;
+
+/// The RDM core's parameters both types take from their info and FI_DPDK_* configuration: the
+/// segment size of the port's MTU, queue depths, inject_size, max_msg_size, peer liveness.
+void core_config(const Domain* dom, const fi_info* info, proto::rdm::CoreConfig& c) noexcept;
+
+template <class T>
+struct Ops {
+  using Ep = typename T::Ep;
+
+  static ssize_t send(fid_ep* ep, Buf b, fi_addr_t dest, void* context, uint64_t flags, bool tagged,
+                      uint64_t tag, bool has_data, uint64_t data, bool inject) noexcept {
+    Ep* e = T::of(ep);
+    if (!e->enabled) return -FI_EOPBADSTATE;
+    if (!(e->caps & (tagged ? FI_TAGGED : FI_MSG))) return -FI_EOPNOTSUPP;
+    proto::rdm::SendOp s;
+    if constexpr (T::kAddressed) s.dest = dest;
+    s.buf = b.base;
+    s.len = b.len;
+    s.context = context;
+    s.tag = tag;
+    s.data = data;
+    s.tagged = tagged;
+    s.has_data = has_data;
+    s.completion = !inject && (!e->tx_selective || (flags & FI_COMPLETION));
+    // A message that fits inject_size is copied and completes at once (FI_INJECT_COMPLETE),
+    // unless the application asks for transmit or delivery completion: no ack is then waited
+    // for (nor asked at once), and the peer's reply carries it.
+    s.complete_now = b.len <= T::rdm(e).config().core.inject_size &&
+                     !(flags & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE));
+    s.inject = inject || (flags & FI_INJECT) || s.complete_now;
+    return T::send(e, s);
+  }
+
+  static ssize_t recv(fid_ep* ep, Buf b, fi_addr_t src, void* context, uint64_t flags, bool tagged,
+                      uint64_t tag, uint64_t ignore) noexcept {
+    Ep* e = T::of(ep);
+    if (!e->enabled) return -FI_EOPBADSTATE;
+    if (!(e->caps & (tagged ? FI_TAGGED : FI_MSG))) return -FI_EOPNOTSUPP;
+    if ((flags & FI_MULTI_RECV) && !(e->caps & FI_MULTI_RECV)) return -FI_EINVAL;
+    proto::rdm::RecvOp op;
+    op.buf = b.base;
+    op.len = b.len;
+    op.context = context;
+    // FI_DIRECTED_RECV makes the source count; without it the source is ignored (fi_msg(3)).
+    if constexpr (T::kAddressed) op.match.src = (e->caps & FI_DIRECTED_RECV) ? src : FI_ADDR_UNSPEC;
+    op.match.tag = tag;
+    op.match.ignore = ignore;
+    op.match.tagged = tagged;
+    op.flags = flags & (FI_PEEK | FI_CLAIM | FI_DISCARD | FI_MULTI_RECV);
+    op.completion = !e->rx_selective || (flags & FI_COMPLETION);
+    return T::recv(e, op);
+  }
+
+  static uint64_t tx_flags(fid_ep* ep) noexcept { return T::of(ep)->tx_op_flags; }
+  static uint64_t rx_flags(fid_ep* ep) noexcept { return T::of(ep)->rx_op_flags; }
+
+  // -- fi_ops_msg --
+
+  static ssize_t m_recv(fid_ep* ep, void* buf, size_t len, void*, fi_addr_t src,
+                        void* ctx) noexcept {
+    return recv(ep, {buf, len}, src, ctx, rx_flags(ep), false, 0, 0);
+  }
+  static ssize_t m_recvv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t src,
+                         void* ctx) noexcept {
+    auto b = one_buf(iov, count);
+    return b ? recv(ep, *b, src, ctx, rx_flags(ep), false, 0, 0) : -FI_EINVAL;
+  }
+  static ssize_t m_recvmsg(fid_ep* ep, const fi_msg* msg, uint64_t flags) noexcept {
+    if (!msg || (flags & ~kRecvFlags)) return -FI_EINVAL;
+    auto b = one_buf(msg->msg_iov, msg->iov_count);
+    return b ? recv(ep, *b, msg->addr, msg->context, flags, false, 0, 0) : -FI_EINVAL;
+  }
+  static ssize_t m_send(fid_ep* ep, const void* buf, size_t len, void*, fi_addr_t dest,
+                        void* ctx) noexcept {
+    return send(ep, buf_of(buf, len), dest, ctx, tx_flags(ep), false, 0, false, 0, false);
+  }
+  static ssize_t m_sendv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t dest,
+                         void* ctx) noexcept {
+    auto b = one_buf(iov, count);
+    return b ? send(ep, *b, dest, ctx, tx_flags(ep), false, 0, false, 0, false) : -FI_EINVAL;
+  }
+  static ssize_t m_sendmsg(fid_ep* ep, const fi_msg* msg, uint64_t flags) noexcept {
+    if (!msg || (flags & ~kSendFlags)) return -FI_EINVAL;
+    auto b = one_buf(msg->msg_iov, msg->iov_count);
+    return b ? send(ep, *b, msg->addr, msg->context, flags, false, 0, flags & FI_REMOTE_CQ_DATA,
+                    msg->data, false)
+             : -FI_EINVAL;
+  }
+  static ssize_t m_inject(fid_ep* ep, const void* buf, size_t len, fi_addr_t dest) noexcept {
+    return send(ep, buf_of(buf, len), dest, nullptr, 0, false, 0, false, 0, true);
+  }
+  static ssize_t m_senddata(fid_ep* ep, const void* buf, size_t len, void*, uint64_t data,
+                            fi_addr_t dest, void* ctx) noexcept {
+    return send(ep, buf_of(buf, len), dest, ctx, tx_flags(ep), false, 0, true, data, false);
+  }
+  static ssize_t m_injectdata(fid_ep* ep, const void* buf, size_t len, uint64_t data,
+                              fi_addr_t dest) noexcept {
+    return send(ep, buf_of(buf, len), dest, nullptr, 0, false, 0, true, data, true);
+  }
+
+  // -- fi_ops_tagged (FI_MULTI_RECV is FI_MSG's only) --
+
+  static ssize_t t_recv(fid_ep* ep, void* buf, size_t len, void*, fi_addr_t src, uint64_t tag,
+                        uint64_t ignore, void* ctx) noexcept {
+    return recv(ep, {buf, len}, src, ctx, rx_flags(ep) & ~FI_MULTI_RECV, true, tag, ignore);
+  }
+  static ssize_t t_recvv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t src,
+                         uint64_t tag, uint64_t ignore, void* ctx) noexcept {
+    auto b = one_buf(iov, count);
+    return b ? recv(ep, *b, src, ctx, rx_flags(ep) & ~FI_MULTI_RECV, true, tag, ignore)
+             : -FI_EINVAL;
+  }
+  static ssize_t t_recvmsg(fid_ep* ep, const fi_msg_tagged* msg, uint64_t flags) noexcept {
+    if (!msg || (flags & ~kTrecvFlags)) return -FI_EINVAL;
+    Buf b;
+    // FI_PEEK (and FI_CLAIM | FI_DISCARD) may come without a buffer.
+    if (!(flags & (FI_PEEK | FI_DISCARD)) || msg->iov_count) {
+      auto one = one_buf(msg->msg_iov, msg->iov_count);
+      if (!one) return -FI_EINVAL;
+      b = *one;
+    }
+    return recv(ep, b, msg->addr, msg->context, flags, true, msg->tag, msg->ignore);
+  }
+  static ssize_t t_send(fid_ep* ep, const void* buf, size_t len, void*, fi_addr_t dest,
+                        uint64_t tag, void* ctx) noexcept {
+    return send(ep, buf_of(buf, len), dest, ctx, tx_flags(ep), true, tag, false, 0, false);
+  }
+  static ssize_t t_sendv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t dest,
+                         uint64_t tag, void* ctx) noexcept {
+    auto b = one_buf(iov, count);
+    return b ? send(ep, *b, dest, ctx, tx_flags(ep), true, tag, false, 0, false) : -FI_EINVAL;
+  }
+  static ssize_t t_sendmsg(fid_ep* ep, const fi_msg_tagged* msg, uint64_t flags) noexcept {
+    if (!msg || (flags & ~kSendFlags)) return -FI_EINVAL;
+    auto b = one_buf(msg->msg_iov, msg->iov_count);
+    return b ? send(ep, *b, msg->addr, msg->context, flags, true, msg->tag,
+                    flags & FI_REMOTE_CQ_DATA, msg->data, false)
+             : -FI_EINVAL;
+  }
+  static ssize_t t_inject(fid_ep* ep, const void* buf, size_t len, fi_addr_t dest,
+                          uint64_t tag) noexcept {
+    return send(ep, buf_of(buf, len), dest, nullptr, 0, true, tag, false, 0, true);
+  }
+  static ssize_t t_senddata(fid_ep* ep, const void* buf, size_t len, void*, uint64_t data,
+                            fi_addr_t dest, uint64_t tag, void* ctx) noexcept {
+    return send(ep, buf_of(buf, len), dest, ctx, tx_flags(ep), true, tag, true, data, false);
+  }
+  static ssize_t t_injectdata(fid_ep* ep, const void* buf, size_t len, uint64_t data,
+                              fi_addr_t dest, uint64_t tag) noexcept {
+    return send(ep, buf_of(buf, len), dest, nullptr, 0, true, tag, true, data, true);
+  }
+
+  inline static fi_ops_msg msg_ops = {
+      .size = sizeof(fi_ops_msg),
+      .recv = m_recv,
+      .recvv = m_recvv,
+      .recvmsg = m_recvmsg,
+      .send = m_send,
+      .sendv = m_sendv,
+      .sendmsg = m_sendmsg,
+      .inject = m_inject,
+      .senddata = m_senddata,
+      .injectdata = m_injectdata,
+  };
+
+  inline static fi_ops_tagged tagged_ops = {
+      .size = sizeof(fi_ops_tagged),
+      .recv = t_recv,
+      .recvv = t_recvv,
+      .recvmsg = t_recvmsg,
+      .send = t_send,
+      .sendv = t_sendv,
+      .sendmsg = t_sendmsg,
+      .inject = t_inject,
+      .senddata = t_senddata,
+      .injectdata = t_injectdata,
+  };
+};
+
+}  // namespace dpfab::ofi::rdm_data
