@@ -3,7 +3,8 @@
 // What the endpoint types share (ep_common.cc): the fid, the bindings (CQs, counters, AV, EQ),
 // operation flags, the address an endpoint asks for, and the fi_ops that do not depend on the
 // protocol. ep.cc is FI_EP_DGRAM over proto::DgramEndpoint, ep_rdm.cc FI_EP_RDM over
-// proto::RdmEndpoint, ep_msg.cc FI_EP_MSG over proto::MsgEndpoint (pep.cc: passive endpoints);
+// proto::RdmEndpoint, ep_msg.cc FI_EP_MSG over proto::MsgEndpoint (pep.cc: passive endpoints;
+// ep_rdm_data.h: the data-path tables RDM and MSG share);
 // each embeds EpBase as its base and fills in its own ops tables.
 #pragma once
 

@@ -8,7 +8,7 @@
 // entries for a connect refused (FI_ECONNREFUSED, err_data the rejecting side's data), unreachable
 // (FI_EHOSTUNREACH) or timed out (FI_ETIMEDOUT).
 //
-// Data transfer is RDM's (ep_rdm.cc has the same rules): one buffer per operation (iov_limit 1),
+// Data transfer is RDM's (one template, ep_rdm_data.h): one buffer per operation (iov_limit 1),
 // FI_MSG and FI_TAGGED, remote CQ data, FI_MULTI_RECV; a send of at most inject_size bytes
 // completes once copied unless FI_TRANSMIT_COMPLETE or FI_DELIVERY_COMPLETE is asked for. Sends
 // need the connection up (-FI_ENOTCONN otherwise); receives may be posted before it is, and are
