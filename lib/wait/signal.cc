@@ -75,7 +75,7 @@ void Signal::raise() noexcept {
       gen_.fetch_add(1, std::memory_order_seq_cst);
       if (sleepers_.load(std::memory_order_seq_cst) > 0)
         syscall(SYS_futex, &gen_, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
-      if (fd_exported_.load(std::memory_order_relaxed)) {
+      if (fd_exported_.load(std::memory_order_seq_cst)) {  // pairs with export_fd()
         uint64_t one = 1;
         // EAGAIN only when the count is at its maximum: then it is readable already.
         [[maybe_unused]] ssize_t n = ::write(fd_.get(), &one, sizeof(one));
@@ -97,6 +97,21 @@ void Signal::raise() noexcept {
       gen_.fetch_add(1, std::memory_order_release);
       break;
   }
+}
+
+int Signal::export_fd() noexcept {
+  // Store-buffering with raise(): it bumps gen_ (seq_cst), then reads fd_exported_; we store
+  // fd_exported_ (seq_cst), then read gen_. A raise either sees the export and writes the fd, or
+  // its generation is seen here and the fd is written below. Raises before the first export
+  // wrote nothing (UnexportedEventFdIsNotWritten): without this, an application that called
+  // fi_trywait before FI_GETWAIT slept on an fd its raise never touched.
+  if (kind_ == SignalKind::kEventFd && !fd_exported_.exchange(true, std::memory_order_seq_cst) &&
+      gen_.load(std::memory_order_seq_cst) != 0) {
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(fd_.get(), &one, sizeof(one));
+    fd_raised_.store(true, std::memory_order_release);  // after the write, as in raise()
+  }
+  return fd_.get();
 }
 
 void Signal::drain() noexcept {

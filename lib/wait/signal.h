@@ -85,11 +85,10 @@ class Signal {
   /// The eventfd (kEventFd), else -1, for internal bookkeeping (no side effect).
   int fd() const noexcept { return fd_.get(); }
   /// The eventfd handed to the application (FI_GETWAIT, worker get_efd, POLLFD arrays): from now
-  /// on every raise() also writes it.
-  int export_fd() noexcept {
-    fd_exported_.store(true, std::memory_order_seq_cst);
-    return fd_.get();
-  }
+  /// on every raise() also writes it. The first export of a signal that was already raised leaves
+  /// the fd readable once (one spurious wake at most): a consumer may have armed (fi_trywait)
+  /// before it took the fd, and the raise that answered that arm did not write it.
+  int export_fd() noexcept;
   /// The mutex/cond pair handed out by FI_GETWAIT (kMutexCond), else nullptr.
   fi_mutex_cond* mutex_cond() noexcept { return kind_ == SignalKind::kMutexCond ? &mc_ : nullptr; }
   /// How many times raise() ran: each is at most one eventfd write, one futex wake or one

@@ -64,6 +64,28 @@ TEST(Trywait, FdIsReadableAfterAnEventOnAnArmedObjectAndOnlyThen) {
   EXPECT_EQ(q->signal()->raises(), 1u);
 }
 
+TEST(Trywait, AnFdTakenAfterTheArmStillWakesForARaiseBeforeIt) {
+  // fi_trywait first, FI_GETWAIT after (stress-arm's trywait+poll consumer took the fd after each
+  // arm): the raise that answered the arm came before the fd was exported and wrote nothing, so
+  // poll() slept through the event (one lost wakeup in CI, a 2 s wait with an event queued).
+  auto q = TestQueue::with(SignalKind::kEventFd);
+  ASSERT_EQ(q->try_arm(), FI_SUCCESS);
+  q->publish();  // raises: the arm is consumed
+  EXPECT_EQ(q->signal()->raises(), 1u);
+  const int fd = q->signal()->export_fd();
+  EXPECT_TRUE(fd_readable(fd)) << "the first export leaves the raise on the fd";
+  ASSERT_TRUE(q->take());
+  ASSERT_EQ(q->try_arm(), FI_SUCCESS);  // drains it
+  EXPECT_FALSE(fd_readable(fd));
+  q->signal()->export_fd();  // later exports change nothing
+  EXPECT_FALSE(fd_readable(fd));
+}
+
+TEST(Trywait, FirstExportOfANeverRaisedSignalLeavesTheFdQuiet) {
+  auto q = TestQueue::with(SignalKind::kEventFd);
+  EXPECT_FALSE(fd_readable(q->signal()->export_fd()));
+}
+
 TEST(Trywait, PredicateIsTheWaitersCondition) {
   auto q = TestQueue::with(SignalKind::kEventFd);
   int fd = q->signal()->export_fd();
