@@ -65,6 +65,9 @@ class EqProgress final : public wait::ProgressSource {
     auto* p = port.load(std::memory_order_acquire);
     return p ? p->prepare_sleep() : true;
   }
+  void arm_deadline() noexcept override {
+    if (auto* p = port.load(std::memory_order_acquire)) p->arm_deadline();
+  }
   uint8_t arm_kind(bool on_fds) const noexcept override {
     auto* p = port.load(std::memory_order_acquire);
     return p ? p->arm_kind(on_fds) : 0;

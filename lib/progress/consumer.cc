@@ -49,6 +49,10 @@ bool PortConsumer::prepare_sleep() noexcept {
   return engine_->prepare_sleep();
 }
 
+void PortConsumer::arm_deadline() noexcept {
+  if (engine_ && !lcores_running() && engine_->wake().covered()) engine_->arm_deadline();
+}
+
 uint8_t PortConsumer::arm_kind(bool on_fds) const noexcept {
   if (!engine_ || lcores_running()) return 0;
   return on_fds && engine_->wake().covered() ? 0 : kWatch;

@@ -36,6 +36,7 @@ class PortConsumer final : public wait::ProgressSource {
   int64_t poll_interval_ns() const noexcept override;
   std::span<const int> sleep_fds() const noexcept override;
   bool prepare_sleep() noexcept override;
+  void arm_deadline() noexcept override;
   uint8_t arm_kind(bool on_fds) const noexcept override;
   void armed(uint8_t kind) noexcept override;
   void disarmed(uint8_t kind) noexcept override;

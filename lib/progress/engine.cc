@@ -349,9 +349,10 @@ bool PortEngine::prepare_sleep() noexcept {
       }
     }
   }
-  wake_.arm_timer(timer_due_ns());
   return true;
 }
+
+void PortEngine::arm_deadline() noexcept { wake_.arm_timer(timer_due_ns()); }
 
 PortEngine::~PortEngine() {
   // Destroyed by close_all, after every endpoint and before the ports (and their mempools).

@@ -101,10 +101,13 @@ class PortEngine final : public proto::Link {
   /// One poll step; returns the frames delivered to endpoints (events), not frames received.
   size_t progress() noexcept override;
   /// Before a consumer sleeps on wake().fds(): arms them (A1-A2, port_wake.h), then runs poll
-  /// steps until the receive queue is empty (A3), then sets the timer fd to the next protocol
-  /// deadline. Any thread. @return false when the receive side was taken by another thread (or
-  /// the queue did not empty): sleeping is not safe yet, poll again.
+  /// steps until the receive queue is empty (A3). Any thread. @return false when the receive side
+  /// was taken by another thread (or the queue did not empty): sleeping is not safe yet, poll
+  /// again.
   bool prepare_sleep() noexcept;
+  /// Once the consumer's re-check found nothing (it will sleep): sets the timer fd to the next
+  /// protocol deadline (wait::ProgressSource::arm_deadline). Any thread.
+  void arm_deadline() noexcept;
   /// Whether SIGIO has a plain handler (net_tap's receive trigger): then raising it is harmless.
   static bool tap_sigio_handler_installed() noexcept;
   /// The worker lcore that owns the port (lcores.cc), or null: transmit() unparks it.

@@ -89,6 +89,8 @@ bool park(Work& w) noexcept {
   if (work) {
     if (pk.back_out()) pk.stats.backouts.fetch_add(1, std::memory_order_relaxed);
   } else {
+    for (size_t i = 0; i < w.engines.size(); ++i)
+      if (i < kMaxPortsPerLcore && covered[i]) w.engines[i]->arm_deadline();
     pk.stats.parks.fetch_add(1, std::memory_order_relaxed);
     pk.sleep(std::span<const int>(fds, nfds));  // L5
     slept = true;

@@ -81,6 +81,11 @@ bool Aggregator::prepare_sleep() noexcept {
   return ok;
 }
 
+void Aggregator::arm_deadline() noexcept {
+  std::lock_guard lock(members_mutex_);
+  for (auto& [source, count] : sources_) source->arm_deadline();
+}
+
 size_t Aggregator::source_fds(int* out, size_t max) noexcept {
   std::lock_guard lock(members_mutex_);
   size_t n = 0;

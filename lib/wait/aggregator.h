@@ -53,6 +53,8 @@ class Aggregator {
   /// ProgressSource::prepare_sleep on every distinct source (A1-A3, waitable.h); false when any
   /// of them is not ready to sleep on.
   bool prepare_sleep() noexcept;
+  /// ProgressSource::arm_deadline on every distinct source.
+  void arm_deadline() noexcept;
   /// The union of the sources' sleep_fds(), at most `max` into `out`; returns how many there are.
   size_t source_fds(int* out, size_t max) noexcept;
 

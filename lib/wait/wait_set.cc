@@ -72,6 +72,13 @@ int WaitSet::try_arm(bool on_fds) noexcept {
     signal_->drain();  // C1
   else
     drain_members();
+  // Found by that step: report it before arming the ports (prepare_sleep), as Waitable::wait
+  // does. Otherwise every wake of a blocking ping-pong paid for an arm it did not need.
+  if (any_ready()) {
+    armed_.store(false, std::memory_order_relaxed);  // a period a former try_arm began ends
+    release_watch();
+    return -FI_EAGAIN;
+  }
   if (on_fds && !prepare_sleep()) {  // A1-A3 for every source
     release_watch();
     return -FI_EAGAIN;
@@ -82,6 +89,7 @@ int WaitSet::try_arm(bool on_fds) noexcept {
     release_watch();
     return -FI_EAGAIN;
   }
+  if (on_fds) arm_deadline();
   hold_watch(on_fds);
   return FI_SUCCESS;
 }

@@ -102,6 +102,13 @@ class ProgressSource {
   /// @return false when sleeping is not safe yet: the poll step could not run (another thread
   ///         owned the port's receive side) or left frames behind. The caller polls again.
   virtual bool prepare_sleep() noexcept { return true; }
+  /// The last step before a sleep on sleep_fds(), once the consumer's re-check (C3) found
+  /// nothing: sets the source's timer fd to its next protocol deadline (a retransmission, a
+  /// delayed ack). Not part of prepare_sleep(): a consumer whose re-check finds an event does
+  /// not sleep and must not pay for it (a timerfd_settime takes 10 us on the 2-vCPU VM, and up to
+  /// 45 us for a deadline that close; measured in the waitset ping-pong, where it delayed every
+  /// reply past the peer's 20 us delayed ack). Any thread.
+  virtual void arm_deadline() noexcept {}
   /// What armed()/disarmed() must do for a consumer that sleeps on the fds (`on_fds`) or not:
   /// an opaque kind, passed back to both hooks (0: nothing).
   virtual uint8_t arm_kind(bool /*on_fds*/) const noexcept { return 0; }
@@ -190,6 +197,7 @@ class Waitable {
       if (armed_.exchange(false, std::memory_order_relaxed)) armed_hook(false);
       return -FI_EAGAIN;
     }
+    if (on_fds && src) src->arm_deadline();
     return FI_SUCCESS;  // C4
   }
   int try_arm(bool on_fds = false) noexcept {

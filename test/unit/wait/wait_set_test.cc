@@ -308,3 +308,69 @@ TEST(WaitSet, MembersProgressSourcesAreArmedWhileTheSetIsArmed) {
   ws->disarm();
   EXPECT_EQ(p.disarmed_n, 2);
 }
+
+namespace {
+// A source whose next poll step (the set's own, or the arming one, A3) may deliver an event into
+// `into`, and that counts the arming steps: prepare_sleep (A1-A3) and arm_deadline (the timer).
+class DeliveringSource final : public ProgressSource {
+ public:
+  size_t progress() noexcept override { return deliver(); }
+  bool prepare_sleep() noexcept override {
+    ++prepared_n;
+    deliver();
+    return true;
+  }
+  void arm_deadline() noexcept override { ++deadline_n; }
+  size_t deliver() noexcept {
+    if (!pending || !into) return 0;
+    pending = false;
+    into->publish();
+    return 1;
+  }
+  TestQueue* into = nullptr;
+  bool pending = false;
+  int prepared_n = 0, deadline_n = 0;
+};
+}  // namespace
+
+// A set whose first poll step finds an event reports it before arming the ports: the blocking
+// ping-pong's waiter, woken by the frame, used to arm the kick and set the timer fd (10-45 us on
+// a VM) before returning the event, and its reply left after the peer's delayed ack.
+TEST(WaitSet, AnEventTheFirstStepFindsIsReportedBeforeThePortsAreArmed) {
+  DeliveringSource src;
+  auto q = TestQueue::with(SignalKind::kEventFd);
+  q->set_progress(&src);
+  src.into = q.get();
+  auto ws = make_set(FI_WAIT_FD);
+  ASSERT_EQ(ws->add_member(q.get(), nullptr), FI_SUCCESS);
+  src.pending = true;
+  EXPECT_EQ(ws->try_arm(true), -FI_EAGAIN);
+  EXPECT_EQ(src.prepared_n, 0);
+  EXPECT_EQ(src.deadline_n, 0);
+  ASSERT_TRUE(q->take());
+  ASSERT_EQ(ws->try_arm(true), FI_SUCCESS);  // nothing: arm, poll once more, set the timer
+  EXPECT_EQ(src.prepared_n, 1);
+  EXPECT_EQ(src.deadline_n, 1);
+  ws->disarm();
+  ASSERT_EQ(ws->remove_member(q.get()), FI_SUCCESS);
+}
+
+// The timer is set only for a consumer that will sleep: an event the arming poll step (A3)
+// delivers is reported by the re-check (C3) without it.
+TEST(WaitSet, TheDeadlineIsArmedOnlyWhenTheConsumerWillSleep) {
+  DeliveringSource src;
+  auto q = TestQueue::with(SignalKind::kEventFd);
+  q->set_progress(&src);
+  src.into = q.get();
+  src.pending = true;  // the frame comes in prepare_sleep's poll
+  EXPECT_EQ(q->try_arm(true), -FI_EAGAIN);
+  EXPECT_EQ(src.prepared_n, 1);
+  EXPECT_EQ(src.deadline_n, 0);
+  ASSERT_TRUE(q->take());
+  EXPECT_EQ(q->try_arm(true), FI_SUCCESS);
+  EXPECT_EQ(src.prepared_n, 2);
+  EXPECT_EQ(src.deadline_n, 1);
+  EXPECT_EQ(q->try_arm(false), FI_SUCCESS);  // a sleep not on the source's fds: no timer either
+  EXPECT_EQ(src.deadline_n, 1);
+  q->disarm();
+}
