@@ -82,9 +82,14 @@ class PortWake {
   /// A1-A2: drains the fds that fired and arms them: the memif kick flag set (seq_cst RMW), the
   /// rx interrupt drained and enabled. The caller then polls the port (A3). Any thread.
   void arm() noexcept;
-  /// Sets the timer fd to `due_ns` (CLOCK_MONOTONIC; UINT64_MAX: none) when it differs from what
-  /// it holds, after draining an expiry. Any thread; call after A3 (the poll may move it).
+  /// Sets the timer fd to fire for `due_ns` (CLOCK_MONOTONIC; UINT64_MAX: none), after draining
+  /// an expiry. The fd may fire up to a slack (kTimerSlackMaxNs) late: a timer already set within
+  /// that slack is kept (see port_wake.cc). Any thread; call after A3 (the poll may move the
+  /// deadline).
   void arm_timer(uint64_t due_ns) noexcept;
+  /// The slack of arm_timer: a deadline `d` ns away may fire up to min(d / 2, kTimerSlackMaxNs)
+  /// late.
+  static constexpr uint64_t kTimerSlackMaxNs = 1'000'000;
   /// Makes the kick fd readable again (a sleeper that drained it could not finish its poll: the
   /// others must not sleep through the frames it left). Any thread.
   void rekick() noexcept;
@@ -93,6 +98,8 @@ class PortWake {
   /// Enables it (the wakeup thread, for a parked lcore). @return whether it is enabled.
   bool enable_interrupt() noexcept;
 
+  /// The protocol timer fd (-1 if it could not be made); in fds() where sleepers rely on them.
+  int timer_fd() const noexcept { return timer_.get(); }
   const PortSleepStats& stats() const noexcept { return stats_; }
   PortSleepStats& stats() noexcept { return stats_; }
 
