@@ -23,20 +23,21 @@ uint64_t arms(const PortWake& w) { return w.stats().timer_arms.load(); }
 }  // namespace
 
 // A retransmission deadline moves with every message (send time + RTO): a blocking ping-pong
-// used to set the timer before every sleep.
+// used to set the timer before every sleep. Deadlines 50-100 ms ahead: a slow machine (sanitizers)
+// may stall between the calls without the timer firing.
 TEST(PortWakeTimer, ADeadlineThatMovesWithinTheSlackKeepsTheTimer) {
   PortWake w;
   w.init(0, dpfab::port::RxInterrupt::kNone);
   ASSERT_GE(w.timer_fd(), 0);
   const uint64_t t0 = now_ns();
-  w.arm_timer(t0 + 10'000'000);  // set at +10 ms, with up to 1 ms of slack: fires at +11 ms
+  w.arm_timer(t0 + 100'000'000);  // set at +100 ms, with up to 1 ms of slack: fires at +101 ms
   EXPECT_EQ(arms(w), 1u);
-  w.arm_timer(t0 + 10'500'000);  // later, still before the fd fires: kept
-  w.arm_timer(t0 + 10'900'000);
+  w.arm_timer(t0 + 100'500'000);  // later, still before the fd fires: kept
+  w.arm_timer(t0 + 100'900'000);
   EXPECT_EQ(arms(w), 1u);
-  w.arm_timer(t0 + 12'000'000);  // past it: the fd would fire too early, set again
+  w.arm_timer(t0 + 102'000'000);  // past it: the fd would fire too early, set again
   EXPECT_EQ(arms(w), 2u);
-  w.arm_timer(t0 + 5'000'000);  // earlier than the fd: it would fire too late, set again
+  w.arm_timer(t0 + 50'000'000);  // earlier than the fd: it would fire too late, set again
   EXPECT_EQ(arms(w), 3u);
   w.arm_timer(UINT64_MAX);  // nothing due: cleared
   EXPECT_EQ(arms(w), 4u);
