@@ -75,8 +75,7 @@ int cq_control(fid* f, int command, void* arg) noexcept {
 ssize_t cq_readfrom(fid_cq* cq, void* buf, size_t count, fi_addr_t* src_addr) noexcept {
   auto* c = as_cq(cq);
   if (!c) return -FI_EINVAL;
-  c->cq->progress_once();  // manual progress: one poll step per read
-  return c->cq->read(buf, count, src_addr);
+  return c->cq->progress_and_read(buf, count, src_addr);  // manual progress: one poll step per read
 }
 
 ssize_t cq_read(fid_cq* cq, void* buf, size_t count) noexcept {

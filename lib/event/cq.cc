@@ -147,6 +147,18 @@ size_t Cq::enqueue(const Entry* e, size_t n) noexcept {
       ring_.get(), e, kEsize, static_cast<unsigned>(std::min<size_t>(n, capacity_)), nullptr);
 }
 
+constinit thread_local Cq::DirectRead* Cq::t_direct_read = nullptr;
+
+size_t Cq::write_direct(DirectRead& d, const Entry* e, size_t n) noexcept {
+  // Only while the ring is empty (error markers are in it too) and the CQ is not overrun: the
+  // entry is then the oldest its reader can see, and whatever follows it goes in the ring.
+  if (overrun_.load(std::memory_order_relaxed) || !ring_empty_acquire(ring_.get()))
+    return write_ring(e, n);
+  d.entry = e[0];
+  d.full = true;
+  return n == 1 ? 1 : 1 + write_ring(e + 1, n - 1);
+}
+
 void Cq::short_write(const Entry* dropped, size_t n) noexcept {
   if (rm_enabled_) return;  // the caller checked would_fit, or owns the consequences
   enter_overrun(Overrun{dropped, n, nullptr});
@@ -257,6 +269,41 @@ ssize_t Cq::read(void* buf, size_t count, fi_addr_t* src) noexcept {
     default:
       return read_as(static_cast<fi_cq_entry*>(buf), count, src);
   }
+}
+
+ssize_t Cq::progress_and_read(void* buf, size_t count, fi_addr_t* src) noexcept {
+  if (count == 0 || !buf) {
+    progress_once();
+    return read(buf, count, src);
+  }
+  DirectRead d;
+  d.cq = this;
+  DirectRead* const outer = t_direct_read;
+  t_direct_read = &d;
+  progress_once();
+  t_direct_read = outer;
+  if (!d.full) return read(buf, count, src);
+  switch (format_) {
+    case FI_CQ_FORMAT_MSG:
+      return read_after_direct(static_cast<fi_cq_msg_entry*>(buf), count, src, d.entry);
+    case FI_CQ_FORMAT_DATA:
+      return read_after_direct(static_cast<fi_cq_data_entry*>(buf), count, src, d.entry);
+    case FI_CQ_FORMAT_TAGGED:
+      return read_after_direct(static_cast<fi_cq_tagged_entry*>(buf), count, src, d.entry);
+    default:
+      return read_after_direct(static_cast<fi_cq_entry*>(buf), count, src, d.entry);
+  }
+}
+
+template <typename Out>
+ssize_t Cq::read_after_direct(Out* out, size_t count, fi_addr_t* src, const Entry& first) noexcept {
+  put(out, first);
+  if (src) src[0] = first.src_addr;
+  if (count == 1 || ring_empty_acquire(ring_.get())) return 1;
+  // Completions stored after it (an error among them stays at the head for the next read).
+  std::lock_guard lock(consumer_mutex_);
+  const ssize_t more = read_as(out + 1, count - 1, src ? src + 1 : nullptr);
+  return 1 + std::max<ssize_t>(more, 0);
 }
 
 ssize_t Cq::readerr(fi_cq_err_entry* buf) noexcept {

@@ -130,13 +130,13 @@ class Cq final : public wait::Waitable {
   ///         once it is overrun. With RM disabled, a short write enters the overrun state and
   ///         calls the overrun handler with the rest. No allocation, lock, or syscall unless a
   ///         consumer is armed.
+  ///         A completion made inside this thread's progress_and_read of this CQ while the
+  ///         ring is empty goes straight to that reader (counted as stored).
   size_t write_burst(const Entry* e, size_t n) noexcept {
     if (n == 0) return 0;
-    size_t done = enqueue(e, n);
-    if (done != 0) notify();
-    if (done != n) [[unlikely]]
-      short_write(e + done, n - done);
-    return done;
+    if (DirectRead* d = t_direct_read; d != nullptr && d->cq == this && !d->full)
+      return write_direct(*d, e, n);
+    return write_ring(e, n);
   }
   /// write_burst of one entry. @return false when it did not fit.
   bool write(const Entry& e) noexcept { return write_burst(&e, 1) == 1; }
@@ -175,6 +175,13 @@ class Cq final : public wait::Waitable {
   /// @return the number read; -FI_EAGAIN when empty; -FI_EAVAIL when an error entry (or the
   ///         overrun) is at the head; -FI_EINVAL when `buf` is null and count > 0.
   ssize_t read(void* buf, size_t count, fi_addr_t* src) noexcept;
+
+  /// fi_cq_read with manual progress: one poll step of the progress source, then read(). When
+  /// that step, on this thread, completes an operation for this CQ while the ring is empty, the
+  /// completion goes straight into `buf`: no enqueue, no wakeup check (its reader is here), no
+  /// dequeue -- the busy-polling reader's receive-to-reply path. Completions after it, and any
+  /// that other threads made, go through the ring and follow it, so the order holds.
+  ssize_t progress_and_read(void* buf, size_t count, fi_addr_t* src) noexcept;
 
   /// fi_cq_readerr: takes the error entry at the head of the CQ. err_data: with api_version >= 1.5
   /// and buf->err_data_size > 0, copied into buf->err_data (at most err_data_size bytes) and
@@ -230,7 +237,26 @@ class Cq final : public wait::Waitable {
     void operator()(rte_ring* r) const noexcept { std::free(r); }
   };
 
+  // The completion slot of a progress_and_read on this thread (on its stack), which producers on
+  // the same thread fill instead of the ring. Initial-exec: one %fs-relative load per write.
+  struct DirectRead {
+    const Cq* cq = nullptr;
+    bool full = false;
+    Entry entry;
+  };
+  static constinit thread_local DirectRead* t_direct_read [[gnu::tls_model("initial-exec")]];
+
   Cq(const CqConfig& cfg, std::unique_ptr<wait::Signal> signal) noexcept;
+  size_t write_direct(DirectRead& d, const Entry* e, size_t n) noexcept;
+  size_t write_ring(const Entry* e, size_t n) noexcept {
+    size_t done = enqueue(e, n);
+    if (done != 0) notify();
+    if (done != n) [[unlikely]]
+      short_write(e + done, n - done);
+    return done;
+  }
+  template <typename Out>
+  ssize_t read_after_direct(Out* out, size_t count, fi_addr_t* src, const Entry& first) noexcept;
   size_t enqueue(const Entry* e, size_t n) noexcept;
   void short_write(const Entry* dropped, size_t n) noexcept;
   int error_overflow(const fi_cq_err_entry& err) noexcept;
