@@ -51,6 +51,9 @@ class EqProgress final : public wait::ProgressSource {
   void waited(int64_t ns, bool ready, bool slept) noexcept override {
     if (auto* p = port.load(std::memory_order_acquire)) p->waited(ns, ready, slept);
   }
+  void woke(int64_t slept_at_ns) noexcept override {
+    if (auto* p = port.load(std::memory_order_acquire)) p->woke(slept_at_ns);
+  }
   int64_t poll_interval_ns() const noexcept override {
     auto* p = port.load(std::memory_order_acquire);
     auto* x = extra.load(std::memory_order_acquire);

@@ -43,7 +43,7 @@ constexpr std::array<KeyInfo, 21> kKeys{{
     {"spin_us", "auto",
      "Microseconds a blocked application wait (sread, cntr_wait, fi_wait, worker wait) polls "
      "before it sleeps; 'auto' learns it per domain from the gaps it sees (spin only while the "
-     "expected wait is shorter than a wake-up, at most spin_max_us); 0 = sleep at once."},
+     "expected wait is shorter than two wake-ups, at most spin_max_us); 0 = sleep at once."},
     {"spin_max_us", "100", "The most an 'auto' spin budget (spin_us, lcore_spin_us) may reach."},
     {"lcore_spin_us", "auto",
      "Microseconds an idle worker lcore spins before parking; 'auto' learns it from the gaps "

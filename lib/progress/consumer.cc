@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "progress/consumer.h"
 
+#include "common/clock.h"
 #include "progress/lcores.h"
 #include "progress/wakeup.h"
 
@@ -30,6 +31,16 @@ void PortConsumer::waited(int64_t waited_ns, bool ready, bool slept) noexcept {
   if (!engine_ || lcores_running()) return;
   spin_.observe(waited_ns, ready, slept);
   engine_->wake().stats().spin_budget_ns.store(spin_.budget(), std::memory_order_relaxed);
+}
+
+void PortConsumer::woke(int64_t slept_at_ns) noexcept {
+  if (!engine_ || lcores_running()) return;
+  // A kick sent while we slept: from it to now is what this wake cost (IPI, scheduler, return
+  // from poll). A kick from before the sleep woke nobody and says nothing.
+  const int64_t kicked = engine_->wake().take_kick_time();
+  if (kicked <= slept_at_ns) return;
+  spin_.observe_wake(clock::mono_ns() - kicked);
+  engine_->wake().stats().wake_cost_ns.store(spin_.wake_cost_ns(), std::memory_order_relaxed);
 }
 
 int64_t PortConsumer::poll_interval_ns() const noexcept {

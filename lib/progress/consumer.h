@@ -33,6 +33,7 @@ class PortConsumer final : public wait::ProgressSource {
   size_t progress() noexcept override;
   int64_t spin_ns() noexcept override;
   void waited(int64_t waited_ns, bool ready, bool slept) noexcept override;
+  void woke(int64_t slept_at_ns) noexcept override;
   int64_t poll_interval_ns() const noexcept override;
   std::span<const int> sleep_fds() const noexcept override;
   bool prepare_sleep() noexcept override;

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "common/clock.h"
 #include "common/fence.h"
 #include "common/log.h"
 
@@ -24,6 +25,14 @@ constexpr char kMagic[8] = {'d', 'p', 'f', 'a', 'b', 'k', '1', 0};
 // The answer to a hello that was taken (no fds): the peer's sender holds our half from now on.
 constexpr char kAckMagic[8] = {'d', 'p', 'f', 'a', 'b', 'k', 'a', 0};
 constexpr unsigned kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+
+// A kick page (a zeroed memfd page): the flag (K1, S2) and the time of the last kick (set by the
+// peer's sender, taken by the owner). A peer without the time leaves it 0.
+struct KickPage {
+  std::atomic<uint32_t> flag;
+  std::atomic<int64_t> kicked_ns;
+};
+static_assert(sizeof(KickPage) <= kPageSize);
 
 socklen_t abstract_addr(const std::string& name, sockaddr_un* sa) {
   *sa = {};
@@ -63,7 +72,9 @@ bool KickChannel::open() noexcept {
     return false;
   my_page_ = map_page(page_fd_.get());
   if (!my_page_) return false;
-  my_flag_ = new (my_page_) std::atomic<uint32_t>(0);
+  auto* page = new (my_page_) KickPage{};
+  my_flag_ = &page->flag;
+  my_kicked_ns_ = &page->kicked_ns;
   wake_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!wake_.valid()) return false;
   if (!server_) return true;
@@ -177,7 +188,8 @@ void KickChannel::on_conn_readable() noexcept {
   drop_peer();
   peer_page_ = page;
   peer_wake_ = std::move(got[1]);
-  peer_.flag = static_cast<std::atomic<uint32_t>*>(page);
+  peer_.flag = &static_cast<KickPage*>(page)->flag;
+  peer_.kicked_ns = &static_cast<KickPage*>(page)->kicked_ns;
   peer_.wake_fd = peer_wake_.get();
   if (publish_ && !publish_(peer_)) {  // the sender never had it: ours to let go
     DPFAB_WARN(FI_LOG_CORE, "memif kick: could not hand the peer's kick to the sender on @%s",
@@ -225,8 +237,10 @@ void KickChannel::drain() noexcept {
 void KickChannel::kick(const Peer& p) noexcept {
   full_fence();  // S1: our ring store before the flag's load (the peer's K1/K2 pair)
   if (p.flag->load(std::memory_order_relaxed) &&
-      p.flag->exchange(0, std::memory_order_acq_rel) != 0)
+      p.flag->exchange(0, std::memory_order_acq_rel) != 0) {
+    if (p.kicked_ns) p.kicked_ns->store(clock::mono_ns(), std::memory_order_relaxed);
     eventfd_write(p.wake_fd, 1);
+  }
 }
 
 }  // namespace dpfab::progress

@@ -16,6 +16,8 @@
 //   - Sender (PortEngine::transmit, under the TX lock, after the frames went into the memif ring):
 //     S1 full fence; S2 if the peer's flag is 1 and exchange(0) returns 1, write the peer's
 //     eventfd. Only the first send after the receiver armed pays the syscall.
+//   The sender also stores the time of the kick in the peer's page (next to the flag, CLOCK_
+//   MONOTONIC ns), so that the woken end learns what its wakes cost (spin.h).
 //   Store buffering: either K2 sees the frame (the ring's head was stored before S1), or S2 sees
 //   the flag (stored at K1, before K2's read of the head). No frame waits for an idle poll.
 //   - The argument needs the peer's sender to hold our half when we rely on it. Having the peer's
@@ -48,9 +50,11 @@ namespace dpfab::progress {
 
 class KickChannel {
  public:
-  /// The peer's half, for the sender: its flag and its eventfd (both valid while published).
+  /// The peer's half, for the sender: its flag, the time of the last kick and its eventfd (all
+  /// valid while published).
   struct Peer {
     std::atomic<uint32_t>* flag = nullptr;
+    std::atomic<int64_t>* kicked_ns = nullptr;
     int wake_fd = -1;
   };
 
@@ -99,6 +103,12 @@ class KickChannel {
   void disarm() noexcept { my_flag_->store(0, std::memory_order_relaxed); }
   /// Reads our eventfd empty.
   void drain() noexcept;
+  /// The CLOCK_MONOTONIC time (ns) at which the peer last kicked us, once (0 after, and when it
+  /// has not kicked since: a peer without kick times leaves it 0). What a woken sleeper takes to
+  /// learn what its wake cost (spin.h).
+  int64_t take_kick_time() noexcept {
+    return my_kicked_ns_->exchange(0, std::memory_order_relaxed);
+  }
 
   /// S1, S2: kicks the peer if it is armed. Called under the sender's TX lock, after the frames
   /// were put in the ring.
@@ -118,6 +128,7 @@ class KickChannel {
   std::function<bool(Peer)> publish_;
   UniqueFd listen_, conn_, wake_, page_fd_;
   std::atomic<uint32_t>* my_flag_ = nullptr;
+  std::atomic<int64_t>* my_kicked_ns_ = nullptr;
   void* my_page_ = nullptr;
   void* peer_page_ = nullptr;
   UniqueFd peer_wake_;

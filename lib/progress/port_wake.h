@@ -46,6 +46,7 @@ struct PortSleepStats {
   std::atomic<uint64_t> not_safe{0};       ///< prepares that found the receive side taken
   std::atomic<uint64_t> sigio_runs{0};     ///< net_tap: SIGIO trigger run by a sleeper
   std::atomic<int64_t> spin_budget_ns{0};  ///< the consumers' current spin budget (spin.h)
+  std::atomic<int64_t> wake_cost_ns{0};    ///< the wake cost they learnt (0: none measured)
 };
 
 class PortWake {
@@ -93,6 +94,9 @@ class PortWake {
   /// Makes the kick fd readable again (a sleeper that drained it could not finish its poll: the
   /// others must not sleep through the frames it left). Any thread.
   void rekick() noexcept;
+  /// The CLOCK_MONOTONIC time of the peer's last kick, once (0: none since, or no kick in use).
+  /// Any thread; the first sleeper to take it after a wake learns from it (spin.h).
+  int64_t take_kick_time() noexcept { return kick_ && kick_in_use() ? kick_->take_kick_time() : 0; }
   /// Disables the rx interrupt (the wakeup thread, when it stops watching for a parked lcore).
   void disable_interrupt() noexcept;
   /// Enables it (the wakeup thread, for a parked lcore). @return whether it is enabled.

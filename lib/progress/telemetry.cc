@@ -98,6 +98,8 @@ int tel_stats(const char*, const char*, rte_tel_data* d) {
         add_u64(d, k + "sleep_sigio_runs", ws.sigio_runs.load(std::memory_order_relaxed));
         add_u64(d, k + "spin_budget_us",
                 static_cast<uint64_t>(ws.spin_budget_ns.load(std::memory_order_relaxed) / 1000));
+        add_u64(d, k + "wake_cost_us",
+                static_cast<uint64_t>(ws.wake_cost_ns.load(std::memory_order_relaxed) / 1000));
       },
       d);
   for (const auto& l : s.lcores) {

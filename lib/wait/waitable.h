@@ -90,6 +90,9 @@ class ProgressSource {
   /// A blocked wait ended after `waited_ns` (from its first look to its return): with an event
   /// (`ready`) or not, having slept or not. The spin budget learns from it. Any thread.
   virtual void waited(int64_t /*waited_ns*/, bool /*ready*/, bool /*slept*/) noexcept {}
+  /// A wait that went to sleep at `slept_at_ns` (CLOCK_MONOTONIC) is running again. A source
+  /// that knows when the wake was sent (a memif kick's time) learns what a wake costs from it.
+  virtual void woke(int64_t /*slept_at_ns*/) noexcept {}
   /// While a wait sleeps, how often it wakes to run a progress step; negative when events arrive
   /// without the waiter's help (automatic progress, the port's own wake fds, or the wakeup thread
   /// watching the port while a consumer is armed). Without either, the sleeper polls at this
@@ -276,8 +279,10 @@ class Waitable {
       // the port between them.
       const bool sliced = slice >= 0 && (d.infinite() || d.remaining_ns() > slice);
       slept = true;
+      const int64_t slept_at = Deadline::now_ns();
       Woke w = on_fds ? signal_->wait_fds(d, gen, fds)
                       : signal_->wait(sliced ? Deadline::after_ns(slice) : d, gen);
+      if (src) src->woke(slept_at);
       if (w == Woke::kSource) continue;  // the port woke us: the next round polls it
       if (sliced && w == Woke::kTimeout) {
         disarm();

@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 
+#include "common/clock.h"
 #include "test_util.h"
 
 using dpfab::progress::KickChannel;
@@ -136,6 +137,31 @@ TEST(MemifKick, EndsExchangeHellosAndKickOnlyWhenArmed) {
   client.ch->arm();
   KickChannel::kick(server.published);
   EXPECT_TRUE(fd_readable(client.ch->wake_fd(), 1000));
+}
+
+// A kick carries its time (CLOCK_MONOTONIC, in the kicked end's page), which the kicked end takes
+// once to learn what its wake cost (progress/spin.h). A send that kicks nobody stamps nothing.
+TEST(MemifKick, AKickLeavesItsTimeForTheKickedEndToTakeOnce) {
+  const std::string link = unique_link("time");
+  End server(link, true), client(link, false);
+  ASSERT_TRUE(server.ch->open());
+  ASSERT_TRUE(client.ch->open());
+  ASSERT_TRUE(handshake(server, client));
+  ASSERT_NE(client.published.kicked_ns, nullptr);
+
+  KickChannel::kick(client.published);  // not armed
+  EXPECT_EQ(server.ch->take_kick_time(), 0);
+
+  server.ch->arm();
+  const int64_t before = dpfab::clock::mono_ns();
+  KickChannel::kick(client.published);
+  const int64_t after = dpfab::clock::mono_ns();
+  ASSERT_TRUE(fd_readable(server.ch->wake_fd(), 1000));
+  const int64_t t = server.ch->take_kick_time();
+  EXPECT_GE(t, before);
+  EXPECT_LE(t, after);
+  EXPECT_EQ(server.ch->take_kick_time(), 0) << "taken twice";
+  EXPECT_EQ(client.ch->take_kick_time(), 0) << "the kicker's own page is untouched";
 }
 
 TEST(MemifKick, APeersEndWithdrawsItsHalfAndANewPeerIsTaken) {

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "test_queue.h"
 
@@ -197,6 +198,47 @@ TEST(Wait, RunsAProgressStepEachRoundUnderManualProgress) {
   q->set_progress(&p);
   EXPECT_EQ(q->wait([&] { return q->ready(); }, Deadline::after_ms(5000)), WaitStatus::kReady);
   EXPECT_EQ(p.calls, 3);
+}
+
+namespace {
+// Records what a wait reports to its source: woke() after each sleep, waited() at the end.
+class WakeRecording final : public ProgressSource {
+ public:
+  size_t progress() noexcept override { return 0; }
+  void woke(int64_t slept_at_ns) noexcept override {
+    slept_at.push_back(slept_at_ns);
+    woke_at.push_back(Deadline::now_ns());
+  }
+  void waited(int64_t, bool r, bool s) noexcept override { ready = r, slept = s; }
+  std::vector<int64_t> slept_at, woke_at;
+  bool ready = false, slept = false;
+};
+}  // namespace
+
+// A source learns what a wake cost from when the sleep began (spin.h): woke() follows every sleep
+// with its start, and a wait that never slept reports none.
+TEST(Wait, TellsTheSourceWhenEachSleepBeganAfterItWakes) {
+  auto q = TestQueue::with(SignalKind::kEventFd);
+  WakeRecording src;
+  q->set_progress(&src);
+  const int64_t t0 = Deadline::now_ns();
+  std::thread t([&] {
+    std::this_thread::sleep_for(30ms);
+    q->publish();
+  });
+  EXPECT_EQ(q->wait([&] { return q->ready(); }, Deadline::after_ms(10000)), WaitStatus::kReady);
+  t.join();
+  ASSERT_GE(src.slept_at.size(), 1u);
+  EXPECT_GE(src.slept_at[0], t0);
+  EXPECT_GE(src.woke_at.back() - src.slept_at[0], 25'000'000) << "the sleep is the 30 ms one";
+  EXPECT_TRUE(src.ready);
+  EXPECT_TRUE(src.slept);
+
+  WakeRecording busy;
+  q->set_progress(&busy);
+  EXPECT_EQ(q->wait([&] { return q->ready(); }, Deadline::after_ms(10000)), WaitStatus::kReady);
+  EXPECT_TRUE(busy.slept_at.empty()) << "no sleep, no woke()";
+  EXPECT_FALSE(busy.slept);
 }
 
 namespace {
