@@ -142,16 +142,37 @@ Woke WaitSet::wait_signal(const Deadline& d, uint32_t gen) noexcept {
 }
 
 int WaitSet::wait(const Deadline& d) noexcept {
+  // As Waitable::wait: spin for the longest budget of the members' sources first, and tell every
+  // source how the wait went (its budget learns from it, spin.h) and when a sleep began.
+  const int64_t t0 = Deadline::now_ns();
+  int64_t budget = 0;
+  for_each_source([&](ProgressSource* s) { budget = std::max(budget, s->spin_ns()); });
+  bool slept = false;
+  auto done = [&](int rc) {
+    const int64_t waited = Deadline::now_ns() - t0;
+    for_each_source([&](ProgressSource* s) { s->waited(waited, rc == FI_SUCCESS, slept); });
+    return rc;
+  };
+  if (budget > 0) {
+    const Deadline spin_end = Deadline::after_ns(budget);
+    while (!spin_end.expired() && !d.expired()) {
+      progress();
+      if (any_ready()) return done(FI_SUCCESS);
+    }
+  }
   for (;;) {
     const uint32_t gen = signal_ ? signal_->generation() : 0;  // before try_arm's re-check
-    if (try_arm(true) != FI_SUCCESS) return FI_SUCCESS;        // try_arm released the watch
+    if (try_arm(true) != FI_SUCCESS) return done(FI_SUCCESS);  // try_arm released the watch
+    slept = true;
+    const int64_t slept_at = Deadline::now_ns();
     Woke w = wait_signal(d, gen);
+    for_each_source([&](ProgressSource* s) { s->woke(slept_at); });
     // Raised: re-check through try_arm (stale raises are absorbed). A wake fd: the next try_arm
     // polls the port.
     if (w == Woke::kRaised || w == Woke::kSource) continue;
     disarm();
-    if (any_ready()) return FI_SUCCESS;
-    return w == Woke::kInterrupted ? -FI_EINTR : -FI_ETIMEDOUT;
+    if (any_ready()) return done(FI_SUCCESS);
+    return done(w == Woke::kInterrupted ? -FI_EINTR : -FI_ETIMEDOUT);
   }
 }
 

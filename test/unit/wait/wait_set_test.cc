@@ -374,3 +374,73 @@ TEST(WaitSet, TheDeadlineIsArmedOnlyWhenTheConsumerWillSleep) {
   EXPECT_EQ(src.deadline_n, 1);
   q->disarm();
 }
+
+namespace {
+// A source with a spin budget whose poll steps deliver an event after `deliver_after` steps, and
+// that records what fi_wait tells it (waited, woke).
+class SpinningSource final : public ProgressSource {
+ public:
+  size_t progress() noexcept override {
+    if (deliver_after > 0 && --deliver_after == 0 && into) {
+      into->publish();
+      return 1;
+    }
+    return 0;
+  }
+  int64_t spin_ns() noexcept override { return budget_ns; }
+  void waited(int64_t ns, bool ready, bool slept) noexcept override {
+    ++waits;
+    last_waited_ns = ns, last_ready = ready, last_slept = slept;
+  }
+  void woke(int64_t) noexcept override { ++wakes; }
+  TestQueue* into = nullptr;
+  int64_t budget_ns = 0;
+  int deliver_after = 0;
+  int waits = 0, wakes = 0;
+  int64_t last_waited_ns = 0;
+  bool last_ready = false, last_slept = false;
+};
+}  // namespace
+
+// fi_wait spins for its sources' budget before it sleeps (FI_DPDK_SPIN_US), and tells them how
+// each wait went, so that the budget learns (progress/spin.h): an event found while spinning
+// ends the wait without a sleep.
+TEST(WaitSet, FiWaitSpinsForTheSourcesBudgetAndReportsEachWait) {
+  SpinningSource src;
+  auto q = TestQueue::with(SignalKind::kEventFd);
+  q->set_progress(&src);
+  src.into = q.get();
+  auto ws = make_set(FI_WAIT_FD);
+  ASSERT_EQ(ws->add_member(q.get(), nullptr), FI_SUCCESS);
+
+  src.budget_ns = 5'000'000'000;  // far longer than the test: the event must come from the spin
+  src.deliver_after = 50;
+  EXPECT_EQ(ws->wait(Deadline::after_ms(10000)), FI_SUCCESS);
+  EXPECT_EQ(src.deliver_after, 0);
+  EXPECT_EQ(src.waits, 1);
+  EXPECT_TRUE(src.last_ready);
+  EXPECT_FALSE(src.last_slept);
+  EXPECT_EQ(src.wakes, 0);
+  ASSERT_TRUE(q->take());
+
+  // No budget: it sleeps, and the source hears of the wake and of the wait.
+  src.budget_ns = 0;
+  std::thread t([&] {
+    std::this_thread::sleep_for(20ms);
+    q->publish();
+  });
+  EXPECT_EQ(ws->wait(Deadline::after_ms(10000)), FI_SUCCESS);
+  t.join();
+  EXPECT_EQ(src.waits, 2);
+  EXPECT_TRUE(src.last_ready);
+  EXPECT_TRUE(src.last_slept);
+  EXPECT_GE(src.wakes, 1);
+  EXPECT_GE(src.last_waited_ns, 15'000'000);
+  ASSERT_TRUE(q->take());
+
+  // A timeout is reported as not ready.
+  EXPECT_EQ(ws->wait(Deadline::after_ms(10)), -FI_ETIMEDOUT);
+  EXPECT_EQ(src.waits, 3);
+  EXPECT_FALSE(src.last_ready);
+  ASSERT_EQ(ws->remove_member(q.get()), FI_SUCCESS);
+}
