@@ -141,19 +141,30 @@ Woke WaitSet::wait_signal(const Deadline& d, uint32_t gen) noexcept {
   return Woke::kTimeout;
 }
 
+int64_t WaitSet::spin_budget() noexcept {
+  int64_t budget = 0;
+  for_each_source([&](ProgressSource* s) { budget = std::max(budget, s->spin_ns()); });
+  return budget;
+}
+
+void WaitSet::report_wait(int64_t waited_ns, bool ready, bool slept) noexcept {
+  for_each_source([&](ProgressSource* s) { s->waited(waited_ns, ready, slept); });
+}
+
+void WaitSet::report_woke(int64_t slept_at_ns) noexcept {
+  for_each_source([&](ProgressSource* s) { s->woke(slept_at_ns); });
+}
+
 int WaitSet::wait(const Deadline& d) noexcept {
   // As Waitable::wait: spin for the longest budget of the members' sources first, and tell every
   // source how the wait went (its budget learns from it, spin.h) and when a sleep began.
   const int64_t t0 = Deadline::now_ns();
-  int64_t budget = 0;
-  for_each_source([&](ProgressSource* s) { budget = std::max(budget, s->spin_ns()); });
   bool slept = false;
   auto done = [&](int rc) {
-    const int64_t waited = Deadline::now_ns() - t0;
-    for_each_source([&](ProgressSource* s) { s->waited(waited, rc == FI_SUCCESS, slept); });
+    report_wait(Deadline::now_ns() - t0, rc == FI_SUCCESS, slept);
     return rc;
   };
-  if (budget > 0) {
+  if (const int64_t budget = spin_budget(); budget > 0) {
     const Deadline spin_end = Deadline::after_ns(budget);
     while (!spin_end.expired() && !d.expired()) {
       progress();
@@ -166,7 +177,7 @@ int WaitSet::wait(const Deadline& d) noexcept {
     slept = true;
     const int64_t slept_at = Deadline::now_ns();
     Woke w = wait_signal(d, gen);
-    for_each_source([&](ProgressSource* s) { s->woke(slept_at); });
+    report_woke(slept_at);
     // Raised: re-check through try_arm (stale raises are absorbed). A wake fd: the next try_arm
     // polls the port.
     if (w == Woke::kRaised || w == Woke::kSource) continue;

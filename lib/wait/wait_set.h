@@ -49,8 +49,16 @@ class WaitSet final : public Aggregator {
     armed_.store(false, std::memory_order_relaxed);
     release_watch();
   }
-  /// fi_wait: 0 once a member has events; -FI_ETIMEDOUT; -FI_EINTR on a POSIX signal.
+  /// fi_wait: 0 once a member has events; -FI_ETIMEDOUT; -FI_EINTR on a POSIX signal. Polls for
+  /// spin_budget() before it sleeps, and reports the wait (report_wait, report_woke).
   int wait(const Deadline& d) noexcept;
+  /// The longest spin budget of the members' progress sources (progress/spin.h): how long a
+  /// blocking wait on the set polls before it sleeps. Consumer side.
+  int64_t spin_budget() noexcept;
+  /// Tells every source how a blocking wait on the set went (ProgressSource::waited) and when a
+  /// sleep of it began, once it runs again (ProgressSource::woke): their budgets learn from it.
+  void report_wait(int64_t waited_ns, bool ready, bool slept) noexcept;
+  void report_woke(int64_t slept_at_ns) noexcept;
 
   /// FI_GETWAIT. FD: int*; MUTEX_COND: fi_mutex_cond*; POLLFD: fi_wait_pollfd* (-FI_ETOOSMALL
   /// when nfds is too small, with nfds set to what is needed). -FI_ENODATA for UNSPEC/YIELD.

@@ -138,16 +138,35 @@ Woke Worker::sleep_on_fd(int64_t ns) noexcept {
 }
 
 Wake Worker::wait(const Deadline& d) noexcept {
+  // As fi_wait (WaitSet::wait): poll for the sources' learnt spin budget first, and report each
+  // wait and wake to them (progress/spin.h).
+  const int64_t t0 = Deadline::now_ns();
+  bool slept = false;
+  auto done = [&](Wake why) {
+    set_->report_wait(Deadline::now_ns() - t0, why == Wake::kEvent, slept);
+    return why;
+  };
+  if (const int64_t budget = set_->spin_budget(); budget > 0) {
+    const Deadline spin_end = Deadline::after_ns(budget);
+    while (!spin_end.expired() && !d.expired()) {
+      if (take_signal()) return done(Wake::kSignal);
+      set_->progress();
+      if (set_->any_ready()) return done(Wake::kEvent);
+    }
+  }
   for (;;) {
-    if (auto why = arm_or_wake()) return *why;
+    if (auto why = arm_or_wake()) return done(*why);
+    slept = true;
+    const int64_t slept_at = Deadline::now_ns();
     Woke w = sleep_on_fd(d.remaining_ns());
+    set_->report_woke(slept_at);
     // Raised: an event, a signal or a stale raise; the next arm tells which (and absorbs a stale
     // one by draining it).
     if (w == Woke::kRaised) continue;
     set_->disarm();
-    if (take_signal()) return Wake::kSignal;
-    if (set_->any_ready()) return Wake::kEvent;
-    return w == Woke::kInterrupted ? Wake::kInterrupted : Wake::kTimeout;
+    if (take_signal()) return done(Wake::kSignal);
+    if (set_->any_ready()) return done(Wake::kEvent);
+    return done(w == Woke::kInterrupted ? Wake::kInterrupted : Wake::kTimeout);
   }
 }
 

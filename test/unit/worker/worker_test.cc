@@ -742,3 +742,55 @@ TEST(WorkerLatency, MemoryWriteToWaitMem) {
     EXPECT_LT(s.median(), 25 * kMs);
   }
 }
+
+// ---- the learnt spin of wait (FI_DPDK_SPIN_US) --------------------------------------------------
+
+namespace {
+// A member's progress source with a spin budget, that delivers an event after `deliver_after`
+// poll steps and records the waits reported to it.
+class SpinningSource final : public ProgressSource {
+ public:
+  size_t progress() noexcept override {
+    if (deliver_after > 0 && --deliver_after == 0 && into) {
+      into->publish();
+      return 1;
+    }
+    return 0;
+  }
+  int64_t spin_ns() noexcept override { return budget_ns; }
+  void waited(int64_t, bool ready, bool slept) noexcept override {
+    ++waits;
+    last_ready = ready, last_slept = slept;
+  }
+  TestQueue* into = nullptr;
+  int64_t budget_ns = 0;
+  int deliver_after = 0;
+  int waits = 0;
+  bool last_ready = false, last_slept = false;
+};
+}  // namespace
+
+// wait polls for its members' learnt budget before it sleeps, as fi_wait and fi_cq_sread do, and
+// reports each wait so that the budget learns.
+TEST(Worker, WaitSpinsForTheMembersBudgetAndReportsTheWait) {
+  auto w = make_worker();
+  auto q = make_member();
+  SpinningSource src;
+  src.into = q.get();
+  q->set_progress(&src);
+  ASSERT_EQ(w->add_member(q.get()), FI_SUCCESS);
+  src.budget_ns = 5'000'000'000;  // far longer than the test: the event comes from the spin
+  src.deliver_after = 50;
+  EXPECT_EQ(w->wait(Deadline::after_ms(10000)), Wake::kEvent);
+  EXPECT_EQ(src.deliver_after, 0);
+  EXPECT_EQ(src.waits, 1);
+  EXPECT_TRUE(src.last_ready);
+  EXPECT_FALSE(src.last_slept);
+  ASSERT_TRUE(q->take());
+  src.budget_ns = 0;
+  EXPECT_EQ(w->wait(Deadline::after_ms(20)), Wake::kTimeout);
+  EXPECT_EQ(src.waits, 2);
+  EXPECT_FALSE(src.last_ready);
+  EXPECT_TRUE(src.last_slept);
+  ASSERT_EQ(w->remove_member(q.get()), FI_SUCCESS);
+}
