@@ -38,4 +38,30 @@ class TestQueue final : public Waitable {
   std::atomic<uint64_t> available_{0};
 };
 
+// A progress source with a spin budget whose poll steps publish an event into `into` after
+// `deliver_after` of them, and that records what blocking waits report to it (waited, woke):
+// for the tests of the learnt spin of fi_wait and the worker's wait (progress/spin.h).
+class SpinningSource final : public ProgressSource {
+ public:
+  size_t progress() noexcept override {
+    if (deliver_after > 0 && --deliver_after == 0 && into) {
+      into->publish();
+      return 1;
+    }
+    return 0;
+  }
+  int64_t spin_ns() noexcept override { return budget_ns; }
+  void waited(int64_t ns, bool ready, bool slept) noexcept override {
+    ++waits;
+    last_waited_ns = ns, last_ready = ready, last_slept = slept;
+  }
+  void woke(int64_t) noexcept override { ++wakes; }
+  TestQueue* into = nullptr;
+  int64_t budget_ns = 0;
+  int deliver_after = 0;
+  int waits = 0, wakes = 0;
+  int64_t last_waited_ns = 0;
+  bool last_ready = false, last_slept = false;
+};
+
 }  // namespace dpfab::wait::test

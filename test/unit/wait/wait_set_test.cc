@@ -22,6 +22,7 @@
 using dpfab::test::fd_readable;
 
 using namespace dpfab::wait;
+using dpfab::wait::test::SpinningSource;
 using dpfab::wait::test::TestQueue;
 using namespace std::chrono_literals;
 
@@ -374,33 +375,6 @@ TEST(WaitSet, TheDeadlineIsArmedOnlyWhenTheConsumerWillSleep) {
   EXPECT_EQ(src.deadline_n, 1);
   q->disarm();
 }
-
-namespace {
-// A source with a spin budget whose poll steps deliver an event after `deliver_after` steps, and
-// that records what fi_wait tells it (waited, woke).
-class SpinningSource final : public ProgressSource {
- public:
-  size_t progress() noexcept override {
-    if (deliver_after > 0 && --deliver_after == 0 && into) {
-      into->publish();
-      return 1;
-    }
-    return 0;
-  }
-  int64_t spin_ns() noexcept override { return budget_ns; }
-  void waited(int64_t ns, bool ready, bool slept) noexcept override {
-    ++waits;
-    last_waited_ns = ns, last_ready = ready, last_slept = slept;
-  }
-  void woke(int64_t) noexcept override { ++wakes; }
-  TestQueue* into = nullptr;
-  int64_t budget_ns = 0;
-  int deliver_after = 0;
-  int waits = 0, wakes = 0;
-  int64_t last_waited_ns = 0;
-  bool last_ready = false, last_slept = false;
-};
-}  // namespace
 
 // fi_wait spins for its sources' budget before it sleeps (FI_DPDK_SPIN_US), and tells them how
 // each wait went, so that the budget learns (progress/spin.h): an event found while spinning

@@ -27,6 +27,7 @@ using dpfab::test::fd_readable;
 using dpfab::wait::Deadline;
 using dpfab::wait::ProgressSource;
 using dpfab::wait::SignalKind;
+using dpfab::wait::test::SpinningSource;
 using dpfab::wait::test::TestQueue;
 using dpfab::worker::MemPath;
 using dpfab::worker::Options;
@@ -744,31 +745,6 @@ TEST(WorkerLatency, MemoryWriteToWaitMem) {
 }
 
 // ---- the learnt spin of wait (FI_DPDK_SPIN_US) --------------------------------------------------
-
-namespace {
-// A member's progress source with a spin budget, that delivers an event after `deliver_after`
-// poll steps and records the waits reported to it.
-class SpinningSource final : public ProgressSource {
- public:
-  size_t progress() noexcept override {
-    if (deliver_after > 0 && --deliver_after == 0 && into) {
-      into->publish();
-      return 1;
-    }
-    return 0;
-  }
-  int64_t spin_ns() noexcept override { return budget_ns; }
-  void waited(int64_t, bool ready, bool slept) noexcept override {
-    ++waits;
-    last_ready = ready, last_slept = slept;
-  }
-  TestQueue* into = nullptr;
-  int64_t budget_ns = 0;
-  int deliver_after = 0;
-  int waits = 0;
-  bool last_ready = false, last_slept = false;
-};
-}  // namespace
 
 // wait polls for its members' learnt budget before it sleeps, as fi_wait and fi_cq_sread do, and
 // reports each wait so that the budget learns.
