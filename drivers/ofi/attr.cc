@@ -2,9 +2,9 @@
 //
 // fi_getinfo: the attributes dpdk offers and how hints narrow them. Only what is implemented is
 // advertised. Per configured port (domain = port), in this order: an FI_EP_RDM entry (FI_MSG,
-// FI_TAGGED; ep_rdm.cc), an FI_EP_DGRAM entry (FI_MSG, FI_MULTICAST; ep.cc), then an FI_EP_MSG
-// entry (connections; ep_msg.cc, pep.cc). Applications that take the first entry (fi_pingpong,
-// fabtests, Open MPI) get the native RDM.
+// FI_TAGGED; ep_rdm.cc), an FI_EP_DGRAM entry (FI_MSG, FI_MULTICAST; ep_dgram.cc), then an
+// FI_EP_MSG entry (connections; ep_msg.cc, pep.cc). Applications that take the first entry
+// (fi_pingpong, fabtests, Open MPI) get the native RDM.
 //
 // The utility providers. libfabric 1.17 lists ofi_rxd and ofi_rxm before any DL provider and
 // layers them over every provider that answers their probe: ofi_rxd asks for FI_EP_DGRAM with
@@ -32,7 +32,7 @@
 namespace dpfab::ofi {
 namespace {
 
-// FI_MULTICAST: fi_join on DGRAM endpoints (ep.cc), paired with FI_SEND and/or FI_RECV.
+// FI_MULTICAST: fi_join on DGRAM endpoints (ep_dgram.cc), paired with FI_SEND and/or FI_RECV.
 // Peers on the same box (memif, ring) and on other hosts (NICs, veth) alike.
 constexpr uint64_t kCommCaps = FI_LOCAL_COMM | FI_REMOTE_COMM;
 // Named AVs shared by the processes of a node (av.cc, lib/proto/av_shared.h).

@@ -94,7 +94,7 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
 
 struct Fabric {
   fid_fabric fid{};
-  std::atomic<int> refs{0};  ///< open domains (and, later, EQs and wait sets)
+  std::atomic<int> refs{0};  ///< open domains, EQs, wait sets and passive endpoints
   const config::Config* cfg = nullptr;
 };
 
@@ -127,7 +127,7 @@ int fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context) noexce
 int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain, void* context) noexcept;
 int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context) noexcept;
 
-// ---- memory registration (mr.cc): nothing to register, regions for applications that do ----
+// ---- memory registration (mr.cc) ----
 int mr_reg(fid* fid, const void* buf, size_t len, uint64_t access, uint64_t offset,
            uint64_t requested_key, uint64_t flags, fid_mr** mr, void* context) noexcept;
 int mr_regv(fid* fid, const iovec* iov, size_t count, uint64_t access, uint64_t offset,
@@ -167,7 +167,7 @@ void eq_progress_port(fid_eq* eq, progress::PortEngine* engine) noexcept;
 bool eq_attach_progress(fid_eq* eq, wait::ProgressSource* extra) noexcept;
 /// Stops running `extra` (if it is the one attached).
 void eq_detach_progress(fid_eq* eq, wait::ProgressSource* extra) noexcept;
-/// The queue behind one of our EQs (for objects that write events: AVs, later CM), or nullptr.
+/// The queue behind one of our EQs (for objects that write events: AVs, connections), or nullptr.
 event::Eq* eq_of(fid_eq* eq) noexcept;
 /// Counts objects bound to an EQ (endpoints, AVs, passive endpoints: +1 on bind, -1 when they
 /// close); fi_close on the EQ returns -FI_EBUSY while the count is not 0. Returns the new count,

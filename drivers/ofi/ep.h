@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
 //
-// What the endpoint types share (ep_common.cc): the fid, the bindings (CQs, counters, AV, EQ),
-// operation flags, the address an endpoint asks for, and the fi_ops that do not depend on the
-// protocol. ep.cc is FI_EP_DGRAM over proto::DgramEndpoint, ep_rdm.cc FI_EP_RDM over
-// proto::RdmEndpoint, ep_msg.cc FI_EP_MSG over proto::MsgEndpoint (pep.cc: passive endpoints;
-// ep_rdm_data.h: the data-path tables RDM and MSG share);
-// each embeds EpBase as its base and fills in its own ops tables.
+// What the endpoint types share (ep.cc): fi_endpoint's dispatch by type, the fid, the bindings
+// (CQs, counters, AV, EQ), operation flags, the address an endpoint asks for, and the fi_ops that
+// do not depend on the protocol. ep_dgram.cc is FI_EP_DGRAM over proto::DgramEndpoint, ep_rdm.cc
+// FI_EP_RDM over proto::RdmEndpoint, ep_msg.cc FI_EP_MSG over proto::MsgEndpoint (pep.cc: passive
+// endpoints; ep_rdm_data.h: the data-path tables RDM and MSG share); each embeds EpBase as its
+// base and fills in its own ops tables.
 #pragma once
 
 #include <rdma/fi_endpoint.h>
@@ -81,6 +81,8 @@ bool valid_iov(const iovec* iov, size_t count, size_t limit) noexcept;
 extern fi_ops_rma g_no_rma_ops;
 extern fi_ops_atomic g_no_atomic_ops;
 
+/// fi_endpoint for FI_EP_DGRAM (ep_dgram.cc), and for an info without an endpoint type.
+int dgram_endpoint_open(Domain* dom, fi_info* info, fid_ep** ep, void* context) noexcept;
 /// fi_endpoint for FI_EP_RDM (ep_rdm.cc).
 int rdm_endpoint_open(Domain* dom, fi_info* info, fid_ep** ep, void* context) noexcept;
 
@@ -97,9 +99,7 @@ struct SharedPort {
       : engine(e), udp_port_be(port_be), share(e, &e->msg_stats(), passive) {}
   ~SharedPort() { engine->unbind(udp_port_be); }
   /// Frees endpoint id `ep_be` once no poll step is delivering to it.
-  void remove(uint16_t ep_be) noexcept {
-    engine->with_rx_owner([&] { share.remove_rx_owner(ep_be); });
-  }
+  void remove(uint16_t ep_be) noexcept { share.remove(ep_be); }
 };
 
 /// fi_endpoint for FI_EP_MSG. info->handle may be an FI_CONNREQ's request (the endpoint accepts

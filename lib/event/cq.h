@@ -283,7 +283,7 @@ class Cq final : public wait::Waitable {
   std::atomic<int> bindings_{0};
 
   // Consumer side.
-  alignas(64) SpinLock consumer_mutex_;
+  alignas(64) SpinLock consumer_mutex_{"CQ consumer"};
   std::unique_ptr<uint8_t[]> err_data_;  // the last readerr's err_data (provider-owned buffer)
   size_t err_data_size_ = 0;
   const void* err_data_out_ = nullptr;  // where that readerr pointed the caller's err_data

@@ -38,9 +38,10 @@ uint16_t PortShare::add(Receiver* r, const msg::ListenTable::Key& req) noexcept 
   return 0;
 }
 
-void PortShare::remove_rx_owner(uint16_t ep_be) noexcept {
+void PortShare::remove(uint16_t ep_be) noexcept {
   const uint16_t i = rte_be_to_cpu_16(ep_be);
-  if (i < kMaxEndpoints) slots_[i].store(nullptr, std::memory_order_release);
+  if (i < kMaxEndpoints)
+    link_->with_rx_owner([&] { slots_[i].store(nullptr, std::memory_order_release); });
 }
 
 bool PortShare::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {

@@ -43,7 +43,7 @@ void RdmEndpoint::bind_cntr(event::Cntr* c, bool tx, bool rx) noexcept {
 }
 
 int RdmEndpoint::enable() noexcept {
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   if (core_) return 0;
   // Completions that write no CQ entry only matter to a bound counter (rdm::CoreConfig).
   cfg_.core.tx_counted = tx_cntr_ != nullptr;
@@ -58,7 +58,7 @@ int RdmEndpoint::enable() noexcept {
 }
 
 void RdmEndpoint::set_address(uint16_t udp_port_be, uint16_t ep_id_be) noexcept {
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   udp_port_be_ = udp_port_be;
   ep_id_be_ = ep_id_be;
   const wire::TxChecksumCaps caps = link_->tx_caps();
@@ -67,18 +67,18 @@ void RdmEndpoint::set_address(uint16_t udp_port_be, uint16_t ep_id_be) noexcept 
 }
 
 void RdmEndpoint::set_min_multi_recv(uint64_t v) noexcept {
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   cfg_.core.min_multi_recv = v ? v : 1;
   if (core_) core_->set_min_multi_recv(v);
 }
 
 uint64_t RdmEndpoint::min_multi_recv() noexcept {
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   return cfg_.core.min_multi_recv;
 }
 
 void RdmEndpoint::flush_acks() noexcept {
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   if (!core_) return;
   core_->flush_acks(core_time(tx_clock_.now_ns()));
   finish();
@@ -88,7 +88,7 @@ bool RdmEndpoint::linger() noexcept {
   const uint64_t end = now_ns() + std::min(cfg_.core.rel.peer_timeout_ns, kCloseLingerMaxNs);
   for (;;) {
     {
-      std::lock_guard lock(mu_);
+      CoreLock lock(mu_);
       if (!core_ || (core_->injected_unacked() == 0 && txq_n_ == 0)) return true;
       // Frames the port refused before: try them now (the poll step does so only when due).
       flush();
@@ -176,7 +176,7 @@ bool RdmEndpoint::cq_room(const event::Cq* cq) const noexcept {
 
 ssize_t RdmEndpoint::send(rdm::SendOp op) noexcept {
   if (!op.buf && op.len) return -FI_EINVAL;
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   if (!core_) return -FI_EOPBADSTATE;
   const uint32_t peer = peer_of(op.dest);
   if (peer == kNoPeer) return -FI_EINVAL;
@@ -190,7 +190,7 @@ ssize_t RdmEndpoint::send(rdm::SendOp op) noexcept {
 
 ssize_t RdmEndpoint::recv(rdm::RecvOp op) noexcept {
   if (!op.buf && op.len) return -FI_EINVAL;
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   if (!core_) return -FI_EOPBADSTATE;
   if (op.match.src != FI_ADDR_UNSPEC) {
     const uint32_t peer = peer_of(op.match.src);
@@ -207,7 +207,7 @@ ssize_t RdmEndpoint::recv(rdm::RecvOp op) noexcept {
 }
 
 int RdmEndpoint::cancel(void* context) noexcept {
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   if (!core_) return -FI_ENOENT;
   const int r = core_->cancel(context);
   finish();
@@ -258,7 +258,7 @@ bool RdmEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
   from.ipv4_be = f.src_ip_be;
   from.udp_port_be = f.src_port_be;
   from.ep_id_be = rte_cpu_to_be_16(f.header.src_ep);
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   if (!core_) return false;  // not enabled yet
   const uint32_t peer = peer_from(from);
   if (peer == kNoPeer) {
@@ -276,6 +276,7 @@ size_t RdmEndpoint::drain_backlog() noexcept {
   rx_now_step_ = link_->poll_step_count();
   if (now < due_ns_.load(std::memory_order_relaxed)) return 0;
   // An application thread in a core call runs the timers' work soon enough; do not wait for it.
+  wait::WakeBatch wakes;  // a poll step's batch: it is open already
   std::unique_lock lock(mu_, std::try_to_lock);
   if (!lock.owns_lock() || !core_) return 0;
   core_->progress(core_time(now));
@@ -413,12 +414,12 @@ void RdmEndpoint::complete(const rdm::Completion& c) noexcept {
 // ---- FI_EP_MSG ---------------------------------------------------------------------------------
 
 void RdmEndpoint::bind_peer(const wire::Address& a) noexcept {
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   peer_ = a;
 }
 
 void RdmEndpoint::abort(int err) noexcept {
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   if (!core_) return;
   core_->abort(err);
   finish();
@@ -427,17 +428,17 @@ void RdmEndpoint::abort(int err) noexcept {
 // ---- statistics --------------------------------------------------------------------------------
 
 rdm::CoreStats RdmEndpoint::core_stats() noexcept {
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   return core_ ? core_->stats() : rdm::CoreStats{};
 }
 
 rdm::ReliabilityStats RdmEndpoint::reliability_stats() noexcept {
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   return core_ ? core_->reliability_stats() : rdm::ReliabilityStats{};
 }
 
 size_t RdmEndpoint::in_use() noexcept {
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   return core_ ? core_->tx_in_use() + core_->rx_in_use() + core_->unexpected_in_use() : 0;
 }
 
