@@ -14,7 +14,7 @@
 // After the last message the server answers once, so the client's sends have all completed
 // without error before either side closes. Both print their throughput.
 //
-//   DPFAB_SOAK_MESSAGES=100000 DPFAB_SOAK_FAULTS=0.1 build/test/integration/rdm/<this test>
+//   DPFAB_SOAK_MESSAGES=100000 DPFAB_SOAK_FAULTS=0.1 build/test/integration/rdm/stress-rdm-soak
 //
 // DPFAB_SOAK_FAULTS sets loss, reordering and duplication (corruption is a hundredth of it);
 // 0 measures the same workload on a clean link.
