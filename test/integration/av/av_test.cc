@@ -22,24 +22,13 @@
 #include <string>
 #include <vector>
 
-#include "fi_helpers.h"
+#include "fixture.h"
 
 using namespace dpfab::test;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-// lib/wire/address.h, as an application sees it: 16 opaque bytes (FI_FORMAT_UNSPEC).
-struct Address {
-  uint8_t version;
-  uint8_t reserved;
-  uint8_t mac[6];
-  uint32_t ipv4_be;
-  uint16_t udp_port_be;
-  uint16_t ep_id_be;
-};
-static_assert(sizeof(Address) == 16);
 
 // An unreachable peer (TEST-NET-1, RFC 5737): never this host's address.
 constexpr const char* kUnreachable = "192.0.2.1";
@@ -49,28 +38,17 @@ long elapsed_ms(Clock::time_point since) {
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count());
 }
 
-class AvTest : public ::testing::Test {
+class AvTest : public DomainTest {
  protected:
   void SetUp() override {
-    ASSERT_EQ(getinfo(dpdk_hints().get(), &info_), 0);
-    dpdk_ = first_dpdk(info_.get());
-    ASSERT_NE(dpdk_, nullptr);
-    ASSERT_EQ(dpdk_->src_addrlen, sizeof(Address));
-    std::memcpy(&self_, dpdk_->src_addr, sizeof(self_));
-    ASSERT_EQ(fi_fabric(dpdk_->fabric_attr, &fabric_, nullptr), 0);
-    ASSERT_EQ(fi_domain(fabric_, dpdk_, &domain_, nullptr), 0);
+    ASSERT_NO_FATAL_FAILURE(DomainTest::SetUp());
+    ASSERT_EQ(d_.info->src_addrlen, sizeof(Address));
+    std::memcpy(&self_, d_.info->src_addr, sizeof(self_));
   }
   void TearDown() override {
     for (fid_av* av : avs_) EXPECT_EQ(fi_close(&av->fid), 0);
-    if (eq_) {
-      EXPECT_EQ(fi_close(&eq_->fid), 0);
-    }
-    if (domain_) {
-      EXPECT_EQ(fi_close(&domain_->fid), 0);
-    }
-    if (fabric_) {
-      EXPECT_EQ(fi_close(&fabric_->fid), 0);
-    }
+    EXPECT_EQ(close_fid(&eq_), 0);
+    DomainTest::TearDown();
   }
 
   // Opens an AV that TearDown closes.
@@ -83,7 +61,7 @@ class AvTest : public ::testing::Test {
     attr.flags = flags;
     attr.name = name;
     fid_av* av = nullptr;
-    EXPECT_EQ(fi_av_open(domain_, &attr, &av, &context_), 0);
+    EXPECT_EQ(fi_av_open(d_.domain, &attr, &av, &context_), 0);
     if (av) avs_.push_back(av);
     if (map_addr) *map_addr = attr.map_addr;
     return av;
@@ -93,7 +71,7 @@ class AvTest : public ::testing::Test {
     fi_eq_attr attr{};
     attr.size = 64;
     attr.wait_obj = FI_WAIT_UNSPEC;
-    ASSERT_EQ(fi_eq_open(fabric_, &attr, &eq_, nullptr), 0);
+    ASSERT_EQ(fi_eq_open(d_.fabric, &attr, &eq_, nullptr), 0);
   }
 
   // A peer with a MAC: this port's MAC and IPv4, another UDP port and endpoint id.
@@ -122,11 +100,7 @@ class AvTest : public ::testing::Test {
     return r;
   }
 
-  InfoPtr info_;
-  fi_info* dpdk_ = nullptr;
   Address self_{};
-  fid_fabric* fabric_ = nullptr;
-  fid_domain* domain_ = nullptr;
   fid_eq* eq_ = nullptr;
   std::vector<fid_av*> avs_;
   int context_ = 0;
@@ -141,7 +115,7 @@ TEST_F(AvTest, OpenAndCloseAvsOfVaryingSizesAndTypes) {
       attr.type = type;
       attr.count = size_t{1} << i;
       fid_av* av = nullptr;
-      ASSERT_EQ(fi_av_open(domain_, &attr, &av, nullptr), 0) << i;
+      ASSERT_EQ(fi_av_open(d_.domain, &attr, &av, nullptr), 0) << i;
       EXPECT_EQ(av->fid.fclass, static_cast<size_t>(FI_CLASS_AV));
       ASSERT_EQ(fi_close(&av->fid), 0);
     }
@@ -154,7 +128,7 @@ TEST_F(AvTest, UnspecTypeIsReturnedAsTheTypeUsed) {
   fi_av_attr attr{};
   attr.type = FI_AV_UNSPEC;
   fid_av* av = nullptr;
-  ASSERT_EQ(fi_av_open(domain_, &attr, &av, nullptr), 0);
+  ASSERT_EQ(fi_av_open(d_.domain, &attr, &av, nullptr), 0);
   avs_.push_back(av);
   EXPECT_TRUE(attr.type == FI_AV_MAP || attr.type == FI_AV_TABLE);
 }
@@ -162,11 +136,11 @@ TEST_F(AvTest, UnspecTypeIsReturnedAsTheTypeUsed) {
 // FI_AV_UNSPEC takes the domain's av_type ("Only address vectors of type AV index are requested")
 // when the domain was opened with one.
 TEST_F(AvTest, UnspecTypeFollowsTheDomainsAvType) {
-  InfoPtr table_info(fi_dupinfo(dpdk_));
+  InfoPtr table_info(fi_dupinfo(d_.info));
   ASSERT_NE(table_info, nullptr);
   table_info->domain_attr->av_type = FI_AV_TABLE;
   fid_domain* dom = nullptr;
-  ASSERT_EQ(fi_domain(fabric_, table_info.get(), &dom, nullptr), 0);
+  ASSERT_EQ(fi_domain(d_.fabric, table_info.get(), &dom, nullptr), 0);
   fi_av_attr attr{};
   attr.type = FI_AV_UNSPEC;
   fid_av* av = nullptr;
@@ -181,14 +155,14 @@ TEST_F(AvTest, UnsupportedAttributesAreRejected) {
   fi_av_attr attr{};
   attr.type = FI_AV_TABLE;
   attr.rx_ctx_bits = 2;  // scalable endpoints only
-  EXPECT_EQ(fi_av_open(domain_, &attr, &av, nullptr), -FI_EINVAL);
+  EXPECT_EQ(fi_av_open(d_.domain, &attr, &av, nullptr), -FI_EINVAL);
   attr.rx_ctx_bits = 0;
   attr.flags = FI_READ;  // "An AV opened for read-only access must be named"
-  EXPECT_EQ(fi_av_open(domain_, &attr, &av, nullptr), -FI_EINVAL);
+  EXPECT_EQ(fi_av_open(d_.domain, &attr, &av, nullptr), -FI_EINVAL);
   attr.flags = FI_SEND;
-  EXPECT_EQ(fi_av_open(domain_, &attr, &av, nullptr), -FI_EBADFLAGS);
+  EXPECT_EQ(fi_av_open(d_.domain, &attr, &av, nullptr), -FI_EBADFLAGS);
   attr.flags = FI_SYMMETRIC;  // a hint
-  ASSERT_EQ(fi_av_open(domain_, &attr, &av, nullptr), 0);
+  ASSERT_EQ(fi_av_open(d_.domain, &attr, &av, nullptr), 0);
   avs_.push_back(av);
 }
 
@@ -206,7 +180,7 @@ TEST_F(AvTest, ReadOnlyOpenOfANameNoOneCreatedFails) {
   attr.name = name.c_str();
   attr.flags = FI_READ;
   fid_av* av = nullptr;
-  EXPECT_EQ(fi_av_open(domain_, &attr, &av, nullptr), -FI_ENOENT);
+  EXPECT_EQ(fi_av_open(d_.domain, &attr, &av, nullptr), -FI_ENOENT);
 }
 
 TEST_F(AvTest, GetinfoOffersSharedAv) {
@@ -259,7 +233,7 @@ TEST_F(AvTest, NamedAvIsSharedWithAnotherProcess) {
       ro.name = name.c_str();
       ro.flags = FI_READ;
       fid_av* rav = nullptr;
-      if (fi_av_open(domain_, &ro, &rav, nullptr) != 0 || !ro.map_addr) return 12;
+      if (fi_av_open(d_.domain, &ro, &rav, nullptr) != 0 || !ro.map_addr) return 12;
       const fi_addr_t shared_fa = static_cast<const fi_addr_t*>(ro.map_addr)[0];
       if (shared_fa != fa) return 13;
       Address got{};
@@ -313,7 +287,7 @@ TEST_F(AvTest, NamedAvTakesCountAddresses) {
 TEST_F(AvTest, DomainIsBusyWhileAnAvIsOpen) {
   fid_av* av = open_av(FI_AV_TABLE);
   ASSERT_NE(av, nullptr);
-  EXPECT_EQ(fi_close(&domain_->fid), -FI_EBUSY);
+  EXPECT_EQ(fi_close(&d_.domain->fid), -FI_EBUSY);
 }
 
 TEST_F(AvTest, AvSetsAreNotSupported) {
@@ -523,7 +497,7 @@ TEST_F(AvTest, BindNeedsAnEqFlagsZeroAndFiEvent) {
   fid_av* av = open_av(FI_AV_TABLE, FI_EVENT);
   ASSERT_NE(av, nullptr);
   EXPECT_EQ(fi_av_bind(av, &eq_->fid, FI_SEND), -FI_EINVAL);  // "Flags ... must be 0"
-  EXPECT_EQ(fi_av_bind(av, &domain_->fid, 0), -FI_EINVAL);
+  EXPECT_EQ(fi_av_bind(av, &d_.domain->fid, 0), -FI_EINVAL);
   EXPECT_EQ(fi_av_bind(av, &eq_->fid, 0), 0);
 }
 
@@ -594,7 +568,7 @@ TEST_F(AvTest, BoundEqIsBusyUntilTheAvCloses) {
   attr.type = FI_AV_TABLE;
   attr.flags = FI_EVENT;
   fid_av* av = nullptr;
-  ASSERT_EQ(fi_av_open(domain_, &attr, &av, nullptr), 0);
+  ASSERT_EQ(fi_av_open(d_.domain, &attr, &av, nullptr), 0);
   ASSERT_EQ(fi_av_bind(av, &eq_->fid, 0), 0);
   EXPECT_EQ(fi_close(&eq_->fid), -FI_EBUSY);
   ASSERT_EQ(fi_close(&av->fid), 0);
@@ -607,53 +581,35 @@ TEST_F(AvTest, BoundEqIsBusyUntilTheAvCloses) {
 // fi_getinfo(3) addr_format: an application that asks for FI_SOCKADDR_IN (or FI_SOCKADDR, narrowed
 // to it as the udp provider does) gets struct sockaddr_in addresses everywhere: src_addr,
 // fi_getname, fi_av_lookup, fi_av_straddr. The AV resolves the MAC of an inserted sockaddr_in.
-class SockaddrTest : public ::testing::Test {
+class SockaddrTest : public DomainTest {
  protected:
+  void SetUp() override {}  // open(): each test its address format
   void open(uint32_t format) {
     InfoPtr hints = dpdk_hints();
     hints->addr_format = format;
-    ASSERT_EQ(getinfo(hints.get(), &info_), 0);
-    dpdk_ = first_dpdk(info_.get());
-    ASSERT_NE(dpdk_, nullptr);
-    ASSERT_EQ(fi_fabric(dpdk_->fabric_attr, &fabric_, nullptr), 0);
-    ASSERT_EQ(fi_domain(fabric_, dpdk_, &domain_, nullptr), 0);
-    fi_av_attr attr{};
-    attr.type = FI_AV_TABLE;
-    ASSERT_EQ(fi_av_open(domain_, &attr, &av_, nullptr), 0);
+    ASSERT_EQ(d_.open(hints.get()), 0) << d_.failed;
+    ASSERT_EQ(d_.open_av(&av_), 0) << d_.failed;
   }
   void TearDown() override {
-    if (ep_) {
-      EXPECT_EQ(fi_close(&ep_->fid), 0);
-    }
-    if (av_) {
-      EXPECT_EQ(fi_close(&av_->fid), 0);
-    }
-    if (domain_) {
-      EXPECT_EQ(fi_close(&domain_->fid), 0);
-    }
-    if (fabric_) {
-      EXPECT_EQ(fi_close(&fabric_->fid), 0);
-    }
+    EXPECT_EQ(close_fid(&ep_), 0);
+    EXPECT_EQ(close_fid(&av_), 0);
+    DomainTest::TearDown();
   }
-  InfoPtr info_;
-  fi_info* dpdk_ = nullptr;
-  fid_fabric* fabric_ = nullptr;
-  fid_domain* domain_ = nullptr;
   fid_av* av_ = nullptr;
   fid_ep* ep_ = nullptr;
 };
 
 TEST_F(SockaddrTest, SockaddrInHintsGiveSockaddrInAddresses) {
   open(FI_SOCKADDR_IN);
-  EXPECT_EQ(dpdk_->addr_format, static_cast<uint32_t>(FI_SOCKADDR_IN));
-  ASSERT_EQ(dpdk_->src_addrlen, sizeof(sockaddr_in));
+  EXPECT_EQ(d_.info->addr_format, static_cast<uint32_t>(FI_SOCKADDR_IN));
+  ASSERT_EQ(d_.info->src_addrlen, sizeof(sockaddr_in));
   sockaddr_in self;
-  std::memcpy(&self, dpdk_->src_addr, sizeof(self));
+  std::memcpy(&self, d_.info->src_addr, sizeof(self));
   EXPECT_EQ(self.sin_family, AF_INET);
   EXPECT_NE(self.sin_addr.s_addr, 0u);
 
   // fi_getname on an endpoint of this info: a sockaddr_in with the endpoint's UDP port.
-  ASSERT_EQ(fi_endpoint(domain_, dpdk_, &ep_, nullptr), 0);
+  ASSERT_EQ(fi_endpoint(d_.domain, d_.info, &ep_, nullptr), 0);
   sockaddr_in name{};
   size_t len = sizeof(name);
   ASSERT_EQ(fi_getname(&ep_->fid, &name, &len), 0);
@@ -685,7 +641,7 @@ TEST_F(SockaddrTest, SockaddrInHintsGiveSockaddrInAddresses) {
 
 TEST_F(SockaddrTest, SockaddrIsNarrowedToSockaddrIn) {
   open(FI_SOCKADDR);
-  EXPECT_EQ(dpdk_->addr_format, static_cast<uint32_t>(FI_SOCKADDR_IN));
+  EXPECT_EQ(d_.info->addr_format, static_cast<uint32_t>(FI_SOCKADDR_IN));
 }
 
 TEST_F(SockaddrTest, OtherAddressFormatsAreNotOffered) {
@@ -702,9 +658,9 @@ TEST_F(SockaddrTest, OtherAddressFormatsAreNotOffered) {
 // An AV of a native-format domain still takes a sockaddr_in (and a sockaddr_in6 is refused).
 TEST_F(SockaddrTest, NativeAvAcceptsSockaddrInAndRefusesOtherFamilies) {
   open(FI_FORMAT_UNSPEC);
-  EXPECT_EQ(dpdk_->addr_format, static_cast<uint32_t>(FI_FORMAT_UNSPEC));
+  EXPECT_EQ(d_.info->addr_format, static_cast<uint32_t>(FI_FORMAT_UNSPEC));
   Address self;
-  std::memcpy(&self, dpdk_->src_addr, sizeof(self));
+  std::memcpy(&self, d_.info->src_addr, sizeof(self));
   sockaddr_in peer{};
   peer.sin_family = AF_INET;
   peer.sin_addr.s_addr = self.ipv4_be;

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 //
-// Helpers for the FI_EP_MSG tests through the real libfabric core: a side (fabric, domain, EQ),
-// its passive endpoint, connected endpoints with a CQ, and reading CM events with a bound. Every
-// wait is bounded: a test fails, it never hangs.
+// Helpers for the FI_EP_MSG tests through the real libfabric core, on fixture.h's Domain and
+// Endpoint: a side (fabric, domain, EQ), its passive endpoint, connected endpoints with a CQ, and
+// reading CM events with a bound. Every wait is bounded: a test fails, it never hangs.
 #pragma once
 
 #include <rdma/fabric.h>
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "fi_helpers.h"
+#include "fixture.h"
 
 namespace dpfab::test {
 
@@ -78,33 +78,15 @@ inline InfoPtr msg_hints(uint64_t caps = FI_MSG | FI_TAGGED) {
 }
 
 /// One side of a connection: fabric, domain and EQ (FI_WAIT_UNSPEC), from an FI_EP_MSG info.
-struct MsgSide {
-  InfoPtr infos;
-  fi_info* info = nullptr;  ///< dpdk's MSG entry
-  fid_fabric* fabric = nullptr;
-  fid_domain* domain = nullptr;
+struct MsgSide : Domain {
   fid_eq* eq = nullptr;
 
   int open(const char* node = nullptr, const char* service = nullptr, uint64_t flags = 0,
            fi_wait_obj eq_wait = FI_WAIT_UNSPEC) {
-    InfoPtr hints = msg_hints();
-    if (int r = getinfo(hints.get(), &infos, node, service, flags)) return r;
-    info = first_dpdk(infos.get());
-    if (!info || info->ep_attr->type != FI_EP_MSG) return -FI_ENODATA;
-    if (int r = fi_fabric(info->fabric_attr, &fabric, nullptr)) return r;
-    if (int r = fi_domain(fabric, info, &domain, nullptr)) return r;
-    fi_eq_attr attr{};
-    attr.wait_obj = eq_wait;
-    return fi_eq_open(fabric, &attr, &eq, nullptr);
+    if (int r = Domain::open(msg_hints().get(), node, service, flags)) return r;
+    return open_eq(&eq, eq_wait);
   }
-  MsgSide() = default;
-  MsgSide(const MsgSide&) = delete;
-  MsgSide& operator=(const MsgSide&) = delete;
-  ~MsgSide() {
-    if (eq) fi_close(&eq->fid);
-    if (domain) fi_close(&domain->fid);
-    if (fabric) fi_close(&fabric->fid);
-  }
+  ~MsgSide() { close_fid(&eq); }
 };
 
 /// A passive endpoint of `side`, bound to its EQ and listening; `addr` is its name.
@@ -127,32 +109,17 @@ struct Listener {
   }
 };
 
-/// An FI_EP_MSG endpoint with one CQ (FI_CQ_FORMAT_TAGGED, FI_WAIT_UNSPEC) for both directions.
-struct Conn {
-  fid_ep* ep = nullptr;
-  fid_cq* cq = nullptr;
-
+/// An FI_EP_MSG endpoint with one CQ (FI_CQ_FORMAT_TAGGED, FI_WAIT_UNSPEC) for both directions,
+/// bound to its side's EQ.
+struct Conn : Endpoint {
   int open(MsgSide& side, fi_info* info) {
-    fi_cq_attr cq_attr{};
-    cq_attr.format = FI_CQ_FORMAT_TAGGED;
-    cq_attr.size = 1024;
-    cq_attr.wait_obj = FI_WAIT_UNSPEC;
-    if (int r = fi_cq_open(side.domain, &cq_attr, &cq, nullptr)) return r;
-    if (int r = fi_endpoint(side.domain, info, &ep, nullptr)) return r;
-    if (int r = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV)) return r;
-    if (int r = fi_ep_bind(ep, &side.eq->fid, 0)) return r;
-    return fi_enable(ep);
+    EpOptions o;
+    o.cq_format = FI_CQ_FORMAT_TAGGED;
+    o.cq_size = 1024;
+    o.cq_wait = FI_WAIT_UNSPEC;
+    o.eq = side.eq;
+    return Endpoint::open(side, o, info);
   }
-  void close() {
-    if (ep) fi_close(&ep->fid);
-    if (cq) fi_close(&cq->fid);
-    ep = nullptr;
-    cq = nullptr;
-  }
-  Conn() = default;
-  Conn(const Conn&) = delete;
-  Conn& operator=(const Conn&) = delete;
-  ~Conn() { close(); }
 
   /// One completion within `timeout_ms` (fi_cq_sread); an error is read into `err`.
   int wait(fi_cq_tagged_entry* c, int timeout_ms, fi_cq_err_entry* err = nullptr) {

@@ -12,83 +12,38 @@
 #include <cstring>
 #include <thread>
 
-#include "common/config.h"
-#include "eal/eal.h"
-#include "port/port.h"
 #include "progress/engine.h"
-#include "progress/lcores.h"
 #include "proto/dgram.h"
+#include "ring_engine.h"
 
 using namespace dpfab;
+// ring_engine(): with FI_DPDK_LCORES set (integration-dgram-lib-lcore), a worker lcore polls the
+// port (FI_PROGRESS_AUTO); the tests' own progress() calls then mostly find the receive side taken
+// and return at once.
+using test::make_data_cq;
+using test::progress_until;
+using test::ring_engine;
 
 namespace {
 
-struct Env {
-  progress::PortEngine* engine = nullptr;
-  Env() {
-    config::Config cfg;
-    auto loaded = config::load([](const config::KeyInfo& k) -> std::optional<std::string> {
-      if (std::string(k.name) == "ports") return std::string("net_ring0");
-      return config::getenv_lookup(k);
-    });
-    if (!loaded) std::abort();
-    cfg = std::move(loaded.value());
-    if (!eal::start(cfg)) std::abort();
-    auto ports = port::open_all(cfg);
-    if (!ports || (*ports)->empty()) std::abort();
-    auto e = progress::PortEngine::of((**ports)[0].get());
-    if (!e) std::abort();
-    engine = *e;
-    // With FI_DPDK_LCORES set, a worker lcore polls the port (FI_PROGRESS_AUTO); the tests' own
-    // progress() calls then mostly find the receive side taken and return at once.
-    if (!cfg.lcores.empty()) {
-      if (!progress::start_lcores(cfg.lcores, {engine})) std::abort();
-      if (!progress::lcores_running()) std::abort();
-    }
-  }
-};
-Env& env() {
-  static Env* e = new Env();
-  return *e;
-}
-
-// Runs progress steps until `done()` or 5 s (under automatic progress the lcore does the work and
-// these calls mostly return at once).
-template <typename Pred>
-bool progress_until(Pred done) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    env().engine->progress();
-  }
-  return true;
-}
-
-std::unique_ptr<event::Cq> make_cq() {
-  event::CqConfig c;
-  c.format = FI_CQ_FORMAT_DATA;
-  c.size = 64;
-  return std::move(event::Cq::create(c, nullptr).value());
-}
-
 struct Pair {
-  std::unique_ptr<event::Cq> cq_a = make_cq(), cq_b = make_cq();
+  std::unique_ptr<event::Cq> cq_a = make_data_cq(), cq_b = make_data_cq();
   std::unique_ptr<proto::DgramEndpoint> a, b;
   uint16_t port_a = 0, port_b = 0;
   explicit Pair(proto::DgramEndpoint::Config cfg = {}) {
-    a = std::move(proto::DgramEndpoint::create(env().engine, cfg).value());
-    b = std::move(proto::DgramEndpoint::create(env().engine, cfg).value());
-    port_a = env().engine->bind_ephemeral(a.get());
-    port_b = env().engine->bind_ephemeral(b.get());
+    a = std::move(proto::DgramEndpoint::create(ring_engine(), cfg).value());
+    b = std::move(proto::DgramEndpoint::create(ring_engine(), cfg).value());
+    port_a = ring_engine()->bind_ephemeral(a.get());
+    port_b = ring_engine()->bind_ephemeral(b.get());
     a->set_address(port_a, 0);
     b->set_address(port_b, 0);
     a->bind_cq(cq_a.get(), true, true, false);
     b->bind_cq(cq_b.get(), true, true, false);
   }
   ~Pair() {
-    env().engine->unbind(port_a);
-    env().engine->unbind(port_b);
-    env().engine->with_rx_owner([&] {
+    ring_engine()->unbind(port_a);
+    ring_engine()->unbind(port_b);
+    ring_engine()->with_rx_owner([&] {
       a->clear_backlog_locked();
       b->clear_backlog_locked();
     });
@@ -186,7 +141,7 @@ TEST(DgramLib, WhenTheBacklogIsFullDatagramsAreDroppedAndCounted) {
     // inject: no send completions to fill the sender's CQ (with RM a full CQ refuses sends)
     ssize_t r;
     while ((r = p.a->send(&siov, 1, p.to_b(), nullptr, 0, false, 0, true)) == -FI_EAGAIN)
-      env().engine->progress();  // the port's ring is short: let the receive side take frames
+      ring_engine()->progress();  // the port's ring is short: let the receive side take frames
     ASSERT_EQ(r, 0);
   }
   ASSERT_TRUE(progress_until([&] { return p.b->stats().rx_no_buffer.load() >= dropped + 10; }));
@@ -202,9 +157,9 @@ TEST(DgramLib, CancelCompletesAPostedReceiveWithEcanceled) {
   int ctx;
   ASSERT_EQ(p.b->post_recv(&riov, 1, &ctx, 0), 0);
   int r = -1;
-  env().engine->with_rx_owner([&] { r = p.b->cancel_locked(&ctx); });
+  ring_engine()->with_rx_owner([&] { r = p.b->cancel_locked(&ctx); });
   EXPECT_EQ(r, 0);
-  env().engine->with_rx_owner([&] { r = p.b->cancel_locked(&ctx); });
+  ring_engine()->with_rx_owner([&] { r = p.b->cancel_locked(&ctx); });
   EXPECT_EQ(r, -FI_ENOENT);
   fi_cq_err_entry err{};
   fi_cq_data_entry e;
@@ -232,22 +187,22 @@ TEST(DgramLib, MalformedFramesAreDroppedAndCountedNothingDelivered) {
   iovec riov{buf, sizeof(buf)};
   ASSERT_EQ(p.b->post_recv(&riov, 1, nullptr, 0), 0);
   // A frame with a broken IPv4 checksum, sent raw on the port (it loops back on net_ring).
-  rte_mbuf* m = rte_pktmbuf_alloc(env().engine->pool());
+  rte_mbuf* m = rte_pktmbuf_alloc(ring_engine()->pool());
   ASSERT_NE(m, nullptr);
   char* d = rte_pktmbuf_append(m, 8);
   std::memset(d, 'y', 8);
   auto addr = p.b->address();
   wire::Route route;
-  route.src_mac = env().engine->mac();
+  route.src_mac = ring_engine()->mac();
   std::memcpy(route.dst_mac.addr_bytes, addr.mac, 6);
   route.src_ip_be = route.dst_ip_be = addr.ipv4_be;
   route.src_port_be = p.port_a;
   route.dst_port_be = p.port_b;
   ASSERT_EQ(wire::encode_mbuf(m, route, wire::Header{}, 1, {}), 0);
   rte_pktmbuf_mtod_offset(m, uint8_t*, wire::kIpv4Offset + 10)[0] ^= 0xff;  // checksum byte
-  const auto& stats = env().engine->decode_stats();
+  const auto& stats = ring_engine()->decode_stats();
   uint64_t rejected_before = stats.sum_from(wire::kFirstReject);
-  ASSERT_EQ(env().engine->transmit(&m, 1), 1);
+  ASSERT_EQ(ring_engine()->transmit(&m, 1), 1);
   progress_until([&] { return stats.sum_from(wire::kFirstReject) != rejected_before; });
   EXPECT_EQ(stats.sum_from(wire::kFirstReject), rejected_before + 1);
   EXPECT_EQ(stats.get(wire::Verdict::kIpChecksum), 1u);
@@ -256,14 +211,14 @@ TEST(DgramLib, MalformedFramesAreDroppedAndCountedNothingDelivered) {
 }
 
 TEST(DgramLibArp, OurOwnAddressResolvesAtOnce) {
-  auto* e = env().engine;
+  auto* e = ring_engine();
   auto mac = e->resolve(e->ipv4_be());
   ASSERT_TRUE(mac);
   EXPECT_TRUE(rte_is_same_ether_addr(&*mac, &e->mac()));
 }
 
 TEST(DgramLibArp, AnUnansweredResolutionFailsAfterItsBoundedRetries) {
-  auto* e = env().engine;
+  auto* e = ring_engine();
   const uint32_t nobody = rte_cpu_to_be_32(0xc0a8fe63);  // 192.168.254.99: nobody on net_ring
   uint64_t sent_before = e->stats().arp_sent.load();
   EXPECT_FALSE(e->resolve(nobody));
@@ -272,7 +227,7 @@ TEST(DgramLibArp, AnUnansweredResolutionFailsAfterItsBoundedRetries) {
 }
 
 TEST(DgramLibArp, ARequestForOurAddressIsAnswered) {
-  auto* e = env().engine;
+  auto* e = ring_engine();
   wire::Local peer;
   peer.mac = rte_ether_addr{{0x02, 0x11, 0x22, 0x33, 0x44, 0x55}};
   peer.ip_be = rte_cpu_to_be_32(0xa9fe0101);

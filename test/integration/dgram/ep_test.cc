@@ -12,77 +12,41 @@
 #include <chrono>
 #include <cstring>
 
-#include "fi_helpers.h"
+#include "fixture.h"
 
 using namespace dpfab::test;
 
 namespace {
 
-class Dgram : public testing::Test {
+class Dgram : public DomainTest {
  protected:
-  struct Ep {
-    fid_ep* ep = nullptr;
-    fid_cq* cq = nullptr;
-    fid_cntr* tx_cntr = nullptr;
-    fid_cntr* rx_cntr = nullptr;
-    fi_addr_t peer = FI_ADDR_NOTAVAIL;
+  struct Ep : Endpoint {
+    fi_addr_t peer = FI_ADDR_NOTAVAIL;  // the other endpoint
   };
 
+  void SetUp() override {}  // open(): each test its resource management and sizes
   void open(fi_resource_mgmt rm = FI_RM_ENABLED, size_t cq_size = 64, bool source = true) {
-    auto hints = dpdk_hints();
-    hints->ep_attr->type = FI_EP_DGRAM;
-    hints->caps = FI_MSG | (source ? FI_SOURCE : 0);
+    InfoPtr hints = dpdk_hints(FI_EP_DGRAM, FI_MSG | (source ? FI_SOURCE : 0));
     hints->domain_attr->resource_mgmt = rm;
-    ASSERT_EQ(getinfo(hints.get(), &info_), 0);
-    e_ = first_dpdk(info_.get());
-    ASSERT_NE(e_, nullptr);
-    ASSERT_EQ(fi_fabric(e_->fabric_attr, &fabric_, nullptr), 0);
-    ASSERT_EQ(fi_domain(fabric_, e_, &domain_, nullptr), 0);
-    fi_av_attr av{};
-    av.type = FI_AV_TABLE;
-    ASSERT_EQ(fi_av_open(domain_, &av, &av_, nullptr), 0);
-    fi_eq_attr eqa{};
-    eqa.wait_obj = FI_WAIT_NONE;
-    ASSERT_EQ(fi_eq_open(fabric_, &eqa, &eq_, nullptr), 0);
-    for (Ep* x : {&a_, &b_}) {
-      fi_cq_attr ca{};
-      ca.format = FI_CQ_FORMAT_DATA;
-      ca.size = cq_size;
-      ASSERT_EQ(fi_cq_open(domain_, &ca, &x->cq, nullptr), 0);
-      fi_cntr_attr ct{};
-      ct.events = FI_CNTR_EVENTS_COMP;
-      ASSERT_EQ(fi_cntr_open(domain_, &ct, &x->tx_cntr, nullptr), 0);
-      ASSERT_EQ(fi_cntr_open(domain_, &ct, &x->rx_cntr, nullptr), 0);
-      ASSERT_EQ(fi_endpoint(domain_, e_, &x->ep, nullptr), 0);
-      ASSERT_EQ(fi_ep_bind(x->ep, &x->cq->fid, FI_TRANSMIT | FI_RECV), 0);
-      ASSERT_EQ(fi_ep_bind(x->ep, &x->tx_cntr->fid, FI_SEND), 0);
-      ASSERT_EQ(fi_ep_bind(x->ep, &x->rx_cntr->fid, FI_RECV), 0);
-      ASSERT_EQ(fi_ep_bind(x->ep, &av_->fid, 0), 0);
-      ASSERT_EQ(fi_ep_bind(x->ep, &eq_->fid, 0), 0);
-      ASSERT_EQ(fi_enable(x->ep), 0);
-    }
+    ASSERT_EQ(d_.open(hints.get()), 0) << d_.failed;
+    ASSERT_EQ(d_.open_av(&av_), 0) << d_.failed;
+    ASSERT_EQ(d_.open_eq(&eq_), 0) << d_.failed;
+    EpOptions o;
+    o.cq_size = cq_size;
+    o.cntrs = EpOptions::Cntrs::kSplit;  // cntr counts sends, rx_cntr receives
+    o.av = av_;
+    o.eq = eq_;
+    for (Ep* x : {&a_, &b_}) ASSERT_EQ(x->open(d_, o), 0) << x->failed;
     // Each learns the other's address, as fi_pingpong does out of band.
-    char na[64], nb[64];
-    size_t la = sizeof(na), lb = sizeof(nb);
-    ASSERT_EQ(fi_getname(&a_.ep->fid, na, &la), 0);
-    ASSERT_EQ(fi_getname(&b_.ep->fid, nb, &lb), 0);
-    ASSERT_EQ(fi_av_insert(av_, nb, 1, &a_.peer, 0, nullptr), 1);
-    ASSERT_EQ(fi_av_insert(av_, na, 1, &b_.peer, 0, nullptr), 1);
+    ASSERT_EQ(fi_av_insert(av_, b_.addr, 1, &a_.peer, 0, nullptr), 1);
+    ASSERT_EQ(fi_av_insert(av_, a_.addr, 1, &b_.peer, 0, nullptr), 1);
   }
 
   void TearDown() override {
-    for (Ep* x : {&a_, &b_})
-      for (fid* f :
-           {x->ep ? &x->ep->fid : nullptr, x->cq ? &x->cq->fid : nullptr,
-            x->tx_cntr ? &x->tx_cntr->fid : nullptr, x->rx_cntr ? &x->rx_cntr->fid : nullptr})
-        if (f) {
-          EXPECT_EQ(fi_close(f), 0);
-        }
-    for (fid* f : {av_ ? &av_->fid : nullptr, eq_ ? &eq_->fid : nullptr,
-                   domain_ ? &domain_->fid : nullptr, fabric_ ? &fabric_->fid : nullptr})
-      if (f) {
-        EXPECT_EQ(fi_close(f), 0);
-      }
+    for (Ep* x : {&a_, &b_}) EXPECT_EQ(x->close(), 0) << x->failed;
+    EXPECT_EQ(close_fid(&av_), 0);
+    EXPECT_EQ(close_fid(&eq_), 0);
+    DomainTest::TearDown();
   }
 
   // fi_cq_readfrom until something other than -FI_EAGAIN, at most 5 s.
@@ -95,10 +59,6 @@ class Dgram : public testing::Test {
     return r;
   }
 
-  InfoPtr info_;
-  fi_info* e_ = nullptr;
-  fid_fabric* fabric_ = nullptr;
-  fid_domain* domain_ = nullptr;
   fid_av* av_ = nullptr;
   fid_eq* eq_ = nullptr;
   Ep a_, b_;
@@ -122,7 +82,7 @@ TEST_F(Dgram, SendAndReceiveWithFiSourceAndCounters) {
   EXPECT_EQ(e.len, sizeof(out));
   EXPECT_STREQ(in, "ping");
   EXPECT_EQ(src, b_.peer) << "fi_cq_readfrom names the sender's fi_addr (FI_SOURCE)";
-  EXPECT_EQ(fi_cntr_read(a_.tx_cntr), 1u);
+  EXPECT_EQ(fi_cntr_read(a_.cntr), 1u);
   EXPECT_EQ(fi_cntr_read(b_.rx_cntr), 1u);
 }
 
@@ -187,7 +147,7 @@ TEST_F(Dgram, InvalidAddressesAndSizesAreRefused) {
   open();
   char buf[8];
   EXPECT_EQ(fi_send(a_.ep, buf, sizeof(buf), nullptr, 12345, nullptr), -FI_EINVAL);
-  std::vector<char> huge(e_->ep_attr->max_msg_size + 1);
+  std::vector<char> huge(d_.info->ep_attr->max_msg_size + 1);
   EXPECT_EQ(fi_send(a_.ep, huge.data(), huge.size(), nullptr, a_.peer, nullptr), -FI_EMSGSIZE);
   // fi_av_insert reads a whole address (the AV's address length): the buffer must hold one.
   char bad[64] = {};
@@ -226,7 +186,7 @@ TEST_F(Dgram, WithResourceManagementDisabledAnOverrunIsAnEqError) {
 TEST_F(Dgram, EndpointsNeedACqAndAnAvBeforeEnable) {
   open();
   fid_ep* ep = nullptr;
-  ASSERT_EQ(fi_endpoint(domain_, e_, &ep, nullptr), 0);
+  ASSERT_EQ(fi_endpoint(d_.domain, d_.info, &ep, nullptr), 0);
   EXPECT_EQ(fi_enable(ep), -FI_ENOCQ);
   char buf[8];
   EXPECT_EQ(fi_send(ep, buf, 1, nullptr, 0, nullptr), -FI_EOPBADSTATE);

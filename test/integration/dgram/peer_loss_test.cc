@@ -33,8 +33,8 @@
 #include <string>
 #include <thread>
 
-#include "fi_helpers.h"
-#include "wake_peer.h"
+#include "fixture.h"
+#include "process.h"
 
 using namespace dpfab::test;
 using namespace std::chrono_literals;
@@ -78,7 +78,7 @@ class StderrCapture {
   int saved_ = -1;
 };
 
-// One DGRAM endpoint with its CQ and AV, through libfabric (fi_helpers.h).
+// One DGRAM endpoint with its CQ and AV, through libfabric (fixture.h).
 using Node = EpNode;
 
 // ---- the peer (a process of its own): echoes every datagram back to the test ----
@@ -86,11 +86,8 @@ using Node = EpNode;
 int peer_main(int to_test, int from_test) {
   Node n;
   if (n.open() != 0) return 2;
-  if (write(to_test, n.addr, kAddrLen) != static_cast<ssize_t>(kAddrLen)) return 3;
-  uint8_t test_addr[kAddrLen];
-  if (!read_all(from_test, test_addr, kAddrLen)) return 4;
   fi_addr_t test = FI_ADDR_NOTAVAIL;
-  if (fi_av_insert(n.av, test_addr, 1, &test, 0, nullptr) != 1) return 5;
+  if (int r = greet_test(n.addr, n.av, to_test, from_test, &test)) return r;
   static char buf[64][256];
   for (auto& b : buf)
     if (fi_recv(n.ep, b, sizeof(b), nullptr, FI_ADDR_UNSPEC, b)) return 6;

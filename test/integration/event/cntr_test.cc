@@ -13,7 +13,7 @@
 #include <chrono>
 #include <thread>
 
-#include "fi_helpers.h"
+#include "fixture.h"
 
 #include "test_util.h"
 
@@ -25,15 +25,11 @@ using namespace std::chrono_literals;
 
 namespace {
 
-class Cntr : public ::testing::Test {
+class Cntr : public DomainTest {
  protected:
   void SetUp() override {
-    ASSERT_EQ(getinfo(dpdk_hints().get(), &info_), 0);
-    info = first_dpdk(info_.get());
-    ASSERT_NE(info, nullptr);
-    ASSERT_GT(info->domain_attr->cntr_cnt, 0u);
-    ASSERT_EQ(fi_fabric(info->fabric_attr, &fabric, nullptr), 0);
-    ASSERT_EQ(fi_domain(fabric, info, &domain, nullptr), 0);
+    ASSERT_NO_FATAL_FAILURE(DomainTest::SetUp());
+    ASSERT_GT(d_.info->domain_attr->cntr_cnt, 0u);
   }
   void TearDown() override {
     if (cntr) {
@@ -45,12 +41,7 @@ class Cntr : public ::testing::Test {
     if (waitset) {
       EXPECT_EQ(fi_close(&waitset->fid), 0);
     }
-    if (domain) {
-      EXPECT_EQ(fi_close(&domain->fid), 0);
-    }
-    if (fabric) {
-      EXPECT_EQ(fi_close(&fabric->fid), 0);
-    }
+    DomainTest::TearDown();
   }
 
   int open(fi_wait_obj wait_obj, fid_wait* set = nullptr) {
@@ -58,18 +49,14 @@ class Cntr : public ::testing::Test {
     attr.events = FI_CNTR_EVENTS_COMP;
     attr.wait_obj = wait_obj;
     attr.wait_set = set;
-    return fi_cntr_open(domain, &attr, &cntr, &context);
+    return fi_cntr_open(d_.domain, &attr, &cntr, &context);
   }
   int open_waitset(fi_wait_obj wait_obj) {
     fi_wait_attr attr{};
     attr.wait_obj = wait_obj;
-    return fi_wait_open(fabric, &attr, &waitset);
+    return fi_wait_open(d_.fabric, &attr, &waitset);
   }
 
-  InfoPtr info_;
-  fi_info* info = nullptr;
-  fid_fabric* fabric = nullptr;
-  fid_domain* domain = nullptr;
   fid_cntr* cntr = nullptr;
   fid_wait* waitset = nullptr;
   fid_poll* pollset = nullptr;
@@ -115,7 +102,7 @@ TEST_F(Cntr, OpensWithFiWaitSetReferencingAnExistingWaitSet) {
 }
 
 TEST_F(Cntr, TheDefaultAttributesAreUsedWithoutAttr) {
-  ASSERT_EQ(fi_cntr_open(domain, nullptr, &cntr, nullptr), 0);
+  ASSERT_EQ(fi_cntr_open(d_.domain, nullptr, &cntr, nullptr), 0);
   fi_wait_obj got = FI_WAIT_SET;
   EXPECT_EQ(fi_control(&cntr->fid, FI_GETWAITOBJ, &got), 0);
   EXPECT_EQ(got, FI_WAIT_NONE) << "The default is FI_WAIT_NONE";
@@ -124,14 +111,14 @@ TEST_F(Cntr, TheDefaultAttributesAreUsedWithoutAttr) {
 TEST_F(Cntr, FlagsAreReservedAndMustBeZero) {
   fi_cntr_attr attr{};
   attr.flags = 1;
-  EXPECT_EQ(fi_cntr_open(domain, &attr, &cntr, nullptr), -FI_EINVAL);
+  EXPECT_EQ(fi_cntr_open(d_.domain, &attr, &cntr, nullptr), -FI_EINVAL);
   cntr = nullptr;
 }
 
 TEST_F(Cntr, OnlyFiCntrEventsCompIsSupported) {
   fi_cntr_attr attr{};
   attr.events = static_cast<fi_cntr_events>(1);
-  EXPECT_EQ(fi_cntr_open(domain, &attr, &cntr, nullptr), -FI_ENOSYS);
+  EXPECT_EQ(fi_cntr_open(d_.domain, &attr, &cntr, nullptr), -FI_ENOSYS);
   cntr = nullptr;
 }
 
@@ -144,7 +131,7 @@ TEST_F(Cntr, FiWaitSetWithoutAWaitSetIsRefused) {
 
 TEST_F(Cntr, TheDomainCannotCloseWhileACounterIsOpen) {
   ASSERT_EQ(open(FI_WAIT_NONE), 0);
-  EXPECT_EQ(fi_close(&domain->fid), -FI_EBUSY);
+  EXPECT_EQ(fi_close(&d_.domain->fid), -FI_EBUSY);
 }
 
 // ---- values -------------------------------------------------------------------------------------
@@ -171,7 +158,7 @@ TEST_F(Cntr, FiGetwaitOnAnFdCounterGivesAPollableFd) {
   ASSERT_GE(fd, 0);
   EXPECT_FALSE(fd_readable(fd));
   fid* fids[] = {&cntr->fid};
-  ASSERT_EQ(fi_trywait(fabric, fids, 1), 0);
+  ASSERT_EQ(fi_trywait(d_.fabric, fids, 1), 0);
   EXPECT_EQ(fi_cntr_add(cntr, 1), 0);
   EXPECT_TRUE(fd_readable(fd));
 }
@@ -190,7 +177,7 @@ TEST_F(Cntr, FiGetwaitOnAPollfdCounterGivesAPollfdArray) {
   EXPECT_GE(fds[0].fd, 0);
   EXPECT_TRUE(fds[0].events & POLLIN);
   fid* fids[] = {&cntr->fid};
-  ASSERT_EQ(fi_trywait(fabric, fids, 1), 0);
+  ASSERT_EQ(fi_trywait(d_.fabric, fids, 1), 0);
   EXPECT_EQ(poll(fds, pf.nfds, 0), 0);
   {
     After app(20ms, [&] { fi_cntr_add(cntr, 1); });
@@ -306,35 +293,35 @@ TEST_F(Cntr, FiTrywaitOnAnFdCounterSucceedsWhenUnchangedSinceRead) {
   int fd = -1;
   ASSERT_EQ(fi_control(&cntr->fid, FI_GETWAIT, &fd), 0);
   fid* fids[] = {&cntr->fid};
-  EXPECT_EQ(fi_trywait(fabric, fids, 1), 0);
+  EXPECT_EQ(fi_trywait(d_.fabric, fids, 1), 0);
   EXPECT_EQ(fi_cntr_add(cntr, 1), 0);
-  EXPECT_EQ(fi_trywait(fabric, fids, 1), -FI_EAGAIN) << "changed since the application read it";
+  EXPECT_EQ(fi_trywait(d_.fabric, fids, 1), -FI_EAGAIN) << "changed since the application read it";
   EXPECT_EQ(fi_cntr_read(cntr), 1u);
-  EXPECT_EQ(fi_trywait(fabric, fids, 1), 0);
+  EXPECT_EQ(fi_trywait(d_.fabric, fids, 1), 0);
   EXPECT_FALSE(fd_readable(fd)) << "fi_trywait lowered the fd the add raised";
   {
     After app(20ms, [&] { fi_cntr_add(cntr, 1); });
     pollfd p{fd, POLLIN, 0};
     EXPECT_EQ(poll(&p, 1, 5000), 1) << "blocking on the fd after FI_SUCCESS is safe";
   }
-  EXPECT_EQ(fi_trywait(fabric, fids, 1), -FI_EAGAIN);
+  EXPECT_EQ(fi_trywait(d_.fabric, fids, 1), -FI_EAGAIN);
 }
 
 TEST_F(Cntr, FiTrywaitAfterAnErrorAsksForFiCntrReaderr) {
   ASSERT_EQ(open(FI_WAIT_FD), 0);
   fid* fids[] = {&cntr->fid};
   EXPECT_EQ(fi_cntr_adderr(cntr, 1), 0);
-  EXPECT_EQ(fi_trywait(fabric, fids, 1), -FI_EAGAIN);
+  EXPECT_EQ(fi_trywait(d_.fabric, fids, 1), -FI_EAGAIN);
   fi_cntr_read(cntr);
-  EXPECT_EQ(fi_trywait(fabric, fids, 1), -FI_EAGAIN);
+  EXPECT_EQ(fi_trywait(d_.fabric, fids, 1), -FI_EAGAIN);
   fi_cntr_readerr(cntr);
-  EXPECT_EQ(fi_trywait(fabric, fids, 1), 0);
+  EXPECT_EQ(fi_trywait(d_.fabric, fids, 1), 0);
 }
 
 TEST_F(Cntr, FiTrywaitOnAFiWaitNoneCounterIsRefused) {
   ASSERT_EQ(open(FI_WAIT_NONE), 0);
   fid* fids[] = {&cntr->fid};
-  EXPECT_EQ(fi_trywait(fabric, fids, 1), -FI_EINVAL);
+  EXPECT_EQ(fi_trywait(d_.fabric, fids, 1), -FI_EINVAL);
 }
 
 // ---- poll sets ----------------------------------------------------------------------------------
@@ -344,7 +331,7 @@ TEST_F(Cntr, FiTrywaitOnAFiWaitNoneCounterIsRefused) {
 
 TEST_F(Cntr, FiPollReturnsTheCounterWhenItsErrorValueChangedSinceTheLastFiPoll) {
   ASSERT_EQ(open(FI_WAIT_NONE), 0);
-  ASSERT_EQ(fi_poll_open(domain, nullptr, &pollset), 0);
+  ASSERT_EQ(fi_poll_open(d_.domain, nullptr, &pollset), 0);
   ASSERT_EQ(fi_poll_add(pollset, &cntr->fid, 0), 0);
   void* ctx[4] = {};
   EXPECT_EQ(fi_poll(pollset, ctx, 4), 0) << "nothing changed yet";
@@ -364,7 +351,7 @@ TEST_F(Cntr, FiPollReturnsTheCounterWhenItsErrorValueChangedSinceTheLastFiPoll) 
 // completion-driven changes are. So every fi_cntr_add/set/adderr/seterr counts as a change.
 TEST_F(Cntr, FiPollReturnsACounterChangedByTheApplication) {
   ASSERT_EQ(open(FI_WAIT_NONE), 0);
-  ASSERT_EQ(fi_poll_open(domain, nullptr, &pollset), 0);
+  ASSERT_EQ(fi_poll_open(d_.domain, nullptr, &pollset), 0);
   ASSERT_EQ(fi_poll_add(pollset, &cntr->fid, 0), 0);
   void* ctx[4] = {};
   EXPECT_EQ(fi_poll(pollset, ctx, 4), 0) << "nothing changed yet";
@@ -389,7 +376,7 @@ TEST_F(Cntr, FiPollReturnsACounterChangedByTheApplication) {
 
 TEST_F(Cntr, AClosedCounterLeavesItsPollSet) {
   ASSERT_EQ(open(FI_WAIT_FD), 0);
-  ASSERT_EQ(fi_poll_open(domain, nullptr, &pollset), 0);
+  ASSERT_EQ(fi_poll_open(d_.domain, nullptr, &pollset), 0);
   ASSERT_EQ(fi_poll_add(pollset, &cntr->fid, 0), 0);
   EXPECT_EQ(fi_cntr_adderr(cntr, 1), 0);
   ASSERT_EQ(fi_close(&cntr->fid), 0);
@@ -429,10 +416,10 @@ TEST_F(Cntr, FiTrywaitOnTheWaitSetOfACounter) {
   int fd = -1;
   ASSERT_EQ(fi_control(&waitset->fid, FI_GETWAIT, &fd), 0);
   fid* fids[] = {&waitset->fid};
-  EXPECT_EQ(fi_trywait(fabric, fids, 1), 0);
+  EXPECT_EQ(fi_trywait(d_.fabric, fids, 1), 0);
   EXPECT_EQ(fi_cntr_add(cntr, 1), 0);
   EXPECT_TRUE(fd_readable(fd));
-  EXPECT_EQ(fi_trywait(fabric, fids, 1), -FI_EAGAIN);
+  EXPECT_EQ(fi_trywait(d_.fabric, fids, 1), -FI_EAGAIN);
   fi_cntr_read(cntr);
-  EXPECT_EQ(fi_trywait(fabric, fids, 1), 0);
+  EXPECT_EQ(fi_trywait(d_.fabric, fids, 1), 0);
 }

@@ -14,7 +14,8 @@
 #include <string>
 #include <thread>
 
-#include "fi_helpers.h"
+#include "fixture.h"
+#include "test_util.h"
 
 using namespace dpfab::test;
 
@@ -26,30 +27,10 @@ int64_t ms_since(Clock::time_point t0) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
 }
 
-bool readable(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  return poll(&p, 1, 0) == 1;
-}
-
-class Cq : public testing::Test {
+class Cq : public DomainTest {
  protected:
-  void SetUp() override {
-    ASSERT_EQ(getinfo(dpdk_hints().get(), &info_), 0);
-    e_ = first_dpdk(info_.get());
-    ASSERT_NE(e_, nullptr);
-    ASSERT_EQ(fi_fabric(e_->fabric_attr, &fabric_, nullptr), 0);
-    ASSERT_EQ(fi_domain(fabric_, e_, &domain_, nullptr), 0);
-  }
-  void TearDown() override {
-    if (domain_) {
-      EXPECT_EQ(fi_close(&domain_->fid), 0);
-    }
-    if (fabric_) {
-      EXPECT_EQ(fi_close(&fabric_->fid), 0);
-    }
-  }
   int open(fi_cq_attr a, fid_cq** out, void* ctx = nullptr) {
-    return fi_cq_open(domain_, &a, out, ctx);
+    return fi_cq_open(d_.domain, &a, out, ctx);
   }
   fid_cq* cq(fi_wait_obj w, fi_cq_format f = FI_CQ_FORMAT_CONTEXT, fid_wait* set = nullptr) {
     fi_cq_attr a{};
@@ -64,14 +45,9 @@ class Cq : public testing::Test {
     fi_wait_attr a{};
     a.wait_obj = w;
     fid_wait* ws = nullptr;
-    EXPECT_EQ(fi_wait_open(fabric_, &a, &ws), 0) << w;
+    EXPECT_EQ(fi_wait_open(d_.fabric, &a, &ws), 0) << w;
     return ws;
   }
-
-  InfoPtr info_;
-  fi_info* e_ = nullptr;
-  fid_fabric* fabric_ = nullptr;
-  fid_domain* domain_ = nullptr;
 };
 
 constexpr fi_cq_format kFormats[] = {FI_CQ_FORMAT_UNSPEC, FI_CQ_FORMAT_CONTEXT, FI_CQ_FORMAT_MSG,
@@ -135,7 +111,7 @@ TEST_F(Cq, GetwaitHandsOutTheWaitObjectOfEachKind) {
     int fd = -1;
     ASSERT_EQ(fi_control(&c->fid, FI_GETWAIT, &fd), 0);
     EXPECT_GE(fd, 0);
-    EXPECT_FALSE(readable(fd)) << "nothing to read, nothing signalled";
+    EXPECT_FALSE(fd_readable(fd)) << "nothing to read, nothing signalled";
     EXPECT_EQ(fi_close(&c->fid), 0);
   }
   {
@@ -277,13 +253,13 @@ TEST_F(Cq, TrywaitOnAnEmptyFdCqSucceeds) {
   int fd = -1;
   ASSERT_EQ(fi_control(&c->fid, FI_GETWAIT, &fd), 0);
   fid* f = &c->fid;
-  EXPECT_EQ(fi_trywait(fabric_, &f, 1), FI_SUCCESS);
-  EXPECT_FALSE(readable(fd));
+  EXPECT_EQ(fi_trywait(d_.fabric, &f, 1), FI_SUCCESS);
+  EXPECT_FALSE(fd_readable(fd));
   pollfd p{fd, POLLIN, 0};
   EXPECT_EQ(poll(&p, 1, 50), 0) << "nothing arrives, nothing wakes";
   fid_cq* none = cq(FI_WAIT_NONE);
   f = &none->fid;
-  EXPECT_EQ(fi_trywait(fabric_, &f, 1), -FI_EINVAL) << "nothing to block on";
+  EXPECT_EQ(fi_trywait(d_.fabric, &f, 1), -FI_EINVAL) << "nothing to block on";
   EXPECT_EQ(fi_close(&none->fid), 0);
   EXPECT_EQ(fi_close(&c->fid), 0);
 }
@@ -293,7 +269,7 @@ TEST_F(Cq, TrywaitOnAnEmptyFdCqSucceeds) {
 TEST_F(Cq, ClosingACqInAPollSetLeavesTheSet) {
   fi_poll_attr pa{};
   fid_poll* ps = nullptr;
-  ASSERT_EQ(fi_poll_open(domain_, &pa, &ps), 0);
+  ASSERT_EQ(fi_poll_open(d_.domain, &pa, &ps), 0);
   int ctx_a = 0, ctx_b = 0;
   fi_cq_attr a{};
   a.wait_obj = FI_WAIT_NONE;
@@ -334,7 +310,7 @@ TEST_F(Cq, RejectsInvalidAttributes) {
   a = {};
   a.size = size_t{1} << 40;
   EXPECT_EQ(open(a, &c), -FI_EINVAL) << "size beyond what the provider can hold";
-  EXPECT_EQ(fi_cq_open(domain_, nullptr, &c, nullptr), -FI_EINVAL);
+  EXPECT_EQ(fi_cq_open(d_.domain, nullptr, &c, nullptr), -FI_EINVAL);
   EXPECT_EQ(c, nullptr);
 }
 
@@ -369,12 +345,12 @@ TEST_F(Cq, OpensOverARangeOfSizes) {
 // domain_attr->cq_cnt: that many CQs can be open at once.
 TEST_F(Cq, OpensCqCntCqsAtOnce) {
   std::vector<fid_cq*> cqs;
-  for (size_t i = 0; i < e_->domain_attr->cq_cnt; ++i) {
+  for (size_t i = 0; i < d_.info->domain_attr->cq_cnt; ++i) {
     fid_cq* c = cq(FI_WAIT_UNSPEC);
     if (!c) break;
     cqs.push_back(c);
   }
-  EXPECT_EQ(cqs.size(), e_->domain_attr->cq_cnt);
+  EXPECT_EQ(cqs.size(), d_.info->domain_attr->cq_cnt);
   for (auto* c : cqs) EXPECT_EQ(fi_close(&c->fid), 0);
 }
 
@@ -383,7 +359,7 @@ TEST_F(Cq, OpensCqCntCqsAtOnce) {
 // will return -FI_EBUSY."
 TEST_F(Cq, DomainCloseIsBusyWhileACqIsOpen) {
   fid_cq* c = cq(FI_WAIT_FD);
-  EXPECT_EQ(fi_close(&domain_->fid), -FI_EBUSY);
+  EXPECT_EQ(fi_close(&d_.domain->fid), -FI_EBUSY);
   EXPECT_EQ(fi_close(&c->fid), 0);
   // TearDown closes the domain: now it succeeds.
 }

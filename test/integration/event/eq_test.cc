@@ -18,7 +18,7 @@
 #include <mutex>
 #include <thread>
 
-#include "fi_helpers.h"
+#include "fixture.h"
 
 #include "test_util.h"
 
@@ -36,14 +36,9 @@ long elapsed_ms(Clock::time_point since) {
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count());
 }
 
-class EqTest : public ::testing::Test {
+class EqTest : public DomainTest {
  protected:
-  void SetUp() override {
-    ASSERT_EQ(getinfo(dpdk_hints().get(), &info_), 0);
-    dpdk_ = first_dpdk(info_.get());
-    ASSERT_NE(dpdk_, nullptr);
-    ASSERT_EQ(fi_fabric(dpdk_->fabric_attr, &fabric_, nullptr), 0);
-  }
+  bool opens_domain() const override { return false; }  // open_domain(): the tests that need one
   void TearDown() override {
     if (eq_) {
       EXPECT_EQ(fi_close(&eq_->fid), 0);
@@ -54,12 +49,7 @@ class EqTest : public ::testing::Test {
     if (waitset_) {
       EXPECT_EQ(fi_close(&waitset_->fid), 0);
     }
-    if (domain_) {
-      EXPECT_EQ(fi_close(&domain_->fid), 0);
-    }
-    if (fabric_) {
-      EXPECT_EQ(fi_close(&fabric_->fid), 0);
-    }
+    DomainTest::TearDown();
   }
 
   int open_eq(fi_wait_obj wait_obj, uint64_t flags = FI_WRITE, size_t size = 32,
@@ -69,7 +59,7 @@ class EqTest : public ::testing::Test {
     attr.flags = flags;
     attr.wait_obj = wait_obj;
     attr.wait_set = wait_set;
-    return fi_eq_open(fabric_, &attr, &eq_, context);
+    return fi_eq_open(d_.fabric, &attr, &eq_, context);
   }
 
   ssize_t write_one(uintptr_t context) {
@@ -91,12 +81,8 @@ class EqTest : public ::testing::Test {
     return r;
   }
 
-  void open_domain() { ASSERT_EQ(fi_domain(fabric_, dpdk_, &domain_, nullptr), 0); }
+  void open_domain() { ASSERT_EQ(d_.open_domain(), 0) << d_.failed; }
 
-  InfoPtr info_;
-  fi_info* dpdk_ = nullptr;
-  fid_fabric* fabric_ = nullptr;
-  fid_domain* domain_ = nullptr;
   fid_eq* eq_ = nullptr;
   fid_poll* pollset_ = nullptr;
   fid_wait* waitset_ = nullptr;
@@ -117,7 +103,7 @@ TEST_P(EqWaitObjTest, OpensWritesReadsAndControlsWithEveryWaitObject) {
   if (c.wait_obj == FI_WAIT_SET) {
     fi_wait_attr wa{};
     wa.wait_obj = FI_WAIT_FD;
-    ASSERT_EQ(fi_wait_open(fabric_, &wa, &waitset_), 0);
+    ASSERT_EQ(fi_wait_open(d_.fabric, &wa, &waitset_), 0);
   }
   int ctx = 0;
   ASSERT_EQ(open_eq(c.wait_obj, FI_WRITE, 32, waitset_, &ctx), 0);
@@ -232,7 +218,7 @@ TEST_F(EqTest, InvalidAttributesAreRefused) {
   EXPECT_EQ(open_eq(static_cast<fi_wait_obj>(99)), -FI_EINVAL);
   // "If specified, the wait_set field must reference an existing wait set object."
   EXPECT_EQ(open_eq(FI_WAIT_SET, FI_WRITE, 32, nullptr), -FI_EINVAL);
-  EXPECT_EQ(fi_eq_open(fabric_, nullptr, &eq_, nullptr), -FI_EINVAL);
+  EXPECT_EQ(fi_eq_open(d_.fabric, nullptr, &eq_, nullptr), -FI_EINVAL);
   EXPECT_EQ(eq_, nullptr);
 }
 
@@ -241,7 +227,7 @@ TEST_F(EqTest, SignalingVectorIsAHintThatMayBeIgnored) {
   attr.flags = FI_AFFINITY | FI_WRITE;
   attr.signaling_vector = 1 << 20;  // no such CPU: a hint, ignored
   attr.wait_obj = FI_WAIT_FD;
-  ASSERT_EQ(fi_eq_open(fabric_, &attr, &eq_, nullptr), 0);
+  ASSERT_EQ(fi_eq_open(d_.fabric, &attr, &eq_, nullptr), 0);
   EXPECT_EQ(write_one(1), static_cast<ssize_t>(sizeof(fi_eq_entry)));
 }
 
@@ -389,13 +375,13 @@ TEST_F(EqTest, TrywaitOnAnFdEqSucceedsWhenEmptyAndTheFdWakesOnAWrite) {
   int fd = -1;
   ASSERT_EQ(fi_control(&eq_->fid, FI_GETWAIT, &fd), 0);
   fid* fids[1] = {&eq_->fid};
-  ASSERT_EQ(fi_trywait(fabric_, fids, 1), FI_SUCCESS);
+  ASSERT_EQ(fi_trywait(d_.fabric, fids, 1), FI_SUCCESS);
   EXPECT_FALSE(fd_readable(fd));
   ASSERT_EQ(write_one(1), 24);
   EXPECT_TRUE(fd_readable(fd, 1000));
-  EXPECT_EQ(fi_trywait(fabric_, fids, 1), -FI_EAGAIN);
+  EXPECT_EQ(fi_trywait(d_.fabric, fids, 1), -FI_EAGAIN);
   ASSERT_EQ(read_one(nullptr), 24);
-  EXPECT_EQ(fi_trywait(fabric_, fids, 1), FI_SUCCESS);
+  EXPECT_EQ(fi_trywait(d_.fabric, fids, 1), FI_SUCCESS);
   EXPECT_FALSE(fd_readable(fd));
 }
 
@@ -404,7 +390,7 @@ TEST_F(EqTest, TrywaitWakesAThreadBlockedInPollOnTheFd) {
   int fd = -1;
   ASSERT_EQ(fi_control(&eq_->fid, FI_GETWAIT, &fd), 0);
   fid* fids[1] = {&eq_->fid};
-  ASSERT_EQ(fi_trywait(fabric_, fids, 1), FI_SUCCESS);
+  ASSERT_EQ(fi_trywait(d_.fabric, fids, 1), FI_SUCCESS);
   std::thread writer([this] {
     std::this_thread::sleep_for(50ms);
     EXPECT_EQ(write_one(2), 24);
@@ -419,7 +405,7 @@ TEST_F(EqTest, TrywaitWakesAThreadBlockedInPollOnTheFd) {
 TEST_F(EqTest, AnEqInAPollSetIsReportedWhileNotEmpty) {
   open_domain();
   fi_poll_attr pa{};
-  ASSERT_EQ(fi_poll_open(domain_, &pa, &pollset_), 0);
+  ASSERT_EQ(fi_poll_open(d_.domain, &pa, &pollset_), 0);
   int ctx = 0;
   ASSERT_EQ(open_eq(FI_WAIT_NONE, FI_WRITE, 32, nullptr, &ctx), 0);
   ASSERT_EQ(fi_poll_add(pollset_, &eq_->fid, 0), 0);
@@ -437,7 +423,7 @@ TEST_F(EqTest, AnEqInAPollSetIsReportedWhileNotEmpty) {
 TEST_F(EqTest, ClosingAnEqLeavesThePollSet) {
   open_domain();
   fi_poll_attr pa{};
-  ASSERT_EQ(fi_poll_open(domain_, &pa, &pollset_), 0);
+  ASSERT_EQ(fi_poll_open(d_.domain, &pa, &pollset_), 0);
   ASSERT_EQ(open_eq(FI_WAIT_NONE), 0);
   ASSERT_EQ(fi_poll_add(pollset_, &eq_->fid, 0), 0);
   ASSERT_EQ(write_one(1), 24);
@@ -450,7 +436,7 @@ TEST_F(EqTest, ClosingAnEqLeavesThePollSet) {
 TEST_F(EqTest, WhenAnEventIsInsertedTheWaitSetIsSignaled) {
   fi_wait_attr wa{};
   wa.wait_obj = FI_WAIT_FD;
-  ASSERT_EQ(fi_wait_open(fabric_, &wa, &waitset_), 0);
+  ASSERT_EQ(fi_wait_open(d_.fabric, &wa, &waitset_), 0);
   ASSERT_EQ(open_eq(FI_WAIT_SET, FI_WRITE, 32, waitset_), 0);
   auto t0 = Clock::now();
   EXPECT_EQ(fi_wait(waitset_, 100), -FI_ETIMEDOUT);
@@ -465,11 +451,11 @@ TEST_F(EqTest, WhenAnEventIsInsertedTheWaitSetIsSignaled) {
   writer.join();
   // fi_trywait on the EQ stands for its set: busy while the event is queued.
   fid* fids[1] = {&eq_->fid};
-  EXPECT_EQ(fi_trywait(fabric_, fids, 1), -FI_EAGAIN);
+  EXPECT_EQ(fi_trywait(d_.fabric, fids, 1), -FI_EAGAIN);
   uintptr_t got = 0;
   ASSERT_EQ(read_one(&got), 24);
   EXPECT_EQ(got, 3u);
-  EXPECT_EQ(fi_trywait(fabric_, fids, 1), FI_SUCCESS);
+  EXPECT_EQ(fi_trywait(d_.fabric, fids, 1), FI_SUCCESS);
   // The set cannot close while the EQ uses it.
   EXPECT_EQ(fi_close(&waitset_->fid), -FI_EBUSY);
 }
@@ -477,7 +463,7 @@ TEST_F(EqTest, WhenAnEventIsInsertedTheWaitSetIsSignaled) {
 TEST_F(EqTest, AnEqCanJoinAPollfdWaitSet) {
   fi_wait_attr wa{};
   wa.wait_obj = FI_WAIT_POLLFD;
-  ASSERT_EQ(fi_wait_open(fabric_, &wa, &waitset_), 0);
+  ASSERT_EQ(fi_wait_open(d_.fabric, &wa, &waitset_), 0);
   ASSERT_EQ(open_eq(FI_WAIT_SET, FI_WRITE, 32, waitset_), 0);
   pollfd pfd[4];
   fi_wait_pollfd pf{};
@@ -494,11 +480,11 @@ TEST_F(EqTest, AnEqCanJoinAPollfdWaitSet) {
 
 TEST_F(EqTest, TheFabricCannotCloseWhileAnEqIsOpen) {
   ASSERT_EQ(open_eq(FI_WAIT_FD), 0);
-  EXPECT_EQ(fi_close(&fabric_->fid), -FI_EBUSY);
+  EXPECT_EQ(fi_close(&d_.fabric->fid), -FI_EBUSY);
   ASSERT_EQ(fi_close(&eq_->fid), 0);
   eq_ = nullptr;
-  EXPECT_EQ(fi_close(&fabric_->fid), 0);
-  fabric_ = nullptr;
+  EXPECT_EQ(fi_close(&d_.fabric->fid), 0);
+  d_.fabric = nullptr;
 }
 
 TEST_F(EqTest, EventsWhichRemainOnTheEqWhenItIsClosedAreLost) {

@@ -12,42 +12,23 @@
 #include <set>
 #include <thread>
 
-#include "fi_helpers.h"
+#include "fixture.h"
+#include "test_util.h"
 
 using namespace dpfab::test;
 using namespace std::chrono_literals;
 
 namespace {
 
-bool readable(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  return poll(&p, 1, 0) == 1;
-}
-
-class Wait : public testing::Test {
+class Wait : public DomainTest {
  protected:
-  void SetUp() override {
-    ASSERT_EQ(getinfo(dpdk_hints().get(), &info_), 0);
-    e_ = first_dpdk(info_.get());
-    ASSERT_NE(e_, nullptr);
-    ASSERT_EQ(fi_fabric(e_->fabric_attr, &fabric_, nullptr), 0);
-    ASSERT_EQ(fi_domain(fabric_, e_, &domain_, nullptr), 0);
-  }
-  void TearDown() override {
-    if (domain_) {
-      EXPECT_EQ(fi_close(&domain_->fid), 0);
-    }
-    if (fabric_) {
-      EXPECT_EQ(fi_close(&fabric_->fid), 0);
-    }
-  }
   fid_cntr* cntr(fi_wait_obj w, fid_wait* set = nullptr, void* ctx = nullptr) {
     fi_cntr_attr a{};
     a.events = FI_CNTR_EVENTS_COMP;
     a.wait_obj = w;
     a.wait_set = set;
     fid_cntr* c = nullptr;
-    EXPECT_EQ(fi_cntr_open(domain_, &a, &c, ctx), 0) << w;
+    EXPECT_EQ(fi_cntr_open(d_.domain, &a, &c, ctx), 0) << w;
     return c;
   }
   fid_cq* cq(fi_wait_obj w, fid_wait* set = nullptr, void* ctx = nullptr) {
@@ -56,7 +37,7 @@ class Wait : public testing::Test {
     a.wait_obj = w;
     a.wait_set = set;
     fid_cq* c = nullptr;
-    EXPECT_EQ(fi_cq_open(domain_, &a, &c, ctx), 0) << w;
+    EXPECT_EQ(fi_cq_open(d_.domain, &a, &c, ctx), 0) << w;
     return c;
   }
   fid_eq* eq(fi_wait_obj w, fid_wait* set = nullptr, void* ctx = nullptr) {
@@ -65,14 +46,14 @@ class Wait : public testing::Test {
     a.wait_obj = w;
     a.wait_set = set;
     fid_eq* q = nullptr;
-    EXPECT_EQ(fi_eq_open(fabric_, &a, &q, ctx), 0) << w;
+    EXPECT_EQ(fi_eq_open(d_.fabric, &a, &q, ctx), 0) << w;
     return q;
   }
   fid_wait* waitset(fi_wait_obj w) {
     fi_wait_attr a{};
     a.wait_obj = w;
     fid_wait* ws = nullptr;
-    EXPECT_EQ(fi_wait_open(fabric_, &a, &ws), 0) << w;
+    EXPECT_EQ(fi_wait_open(d_.fabric, &a, &ws), 0) << w;
     return ws;
   }
   static void write_eq(fid_eq* q) {
@@ -84,11 +65,6 @@ class Wait : public testing::Test {
     uint32_t ev;
     ASSERT_EQ(fi_eq_read(q, &ev, &e, sizeof(e), 0), static_cast<ssize_t>(sizeof(e)));
   }
-
-  InfoPtr info_;
-  fi_info* e_ = nullptr;
-  fid_fabric* fabric_ = nullptr;
-  fid_domain* domain_ = nullptr;
 };
 
 }  // namespace
@@ -105,10 +81,10 @@ TEST_F(Wait, WaitSetAcceptsTheDocumentedWaitObjects) {
   fi_wait_attr a{};
   fid_wait* ws = nullptr;
   a.wait_obj = FI_WAIT_NONE;
-  EXPECT_EQ(fi_wait_open(fabric_, &a, &ws), -FI_EINVAL);
+  EXPECT_EQ(fi_wait_open(d_.fabric, &a, &ws), -FI_EINVAL);
   a.wait_obj = FI_WAIT_FD;
   a.flags = 1;
-  EXPECT_EQ(fi_wait_open(fabric_, &a, &ws), -FI_EINVAL) << "flags are reserved: must be 0";
+  EXPECT_EQ(fi_wait_open(d_.fabric, &a, &ws), -FI_EINVAL) << "flags are reserved: must be 0";
 }
 
 TEST_F(Wait, WaitSetMustNotBeBoundWhenClosed) {
@@ -148,14 +124,14 @@ TEST_F(Wait, FdWaitSetIsOneFdUsableInPoll) {
   ASSERT_EQ(fi_control(&ws->fid, FI_GETWAIT, &fd), 0);
   ASSERT_GE(fd, 0);
   fid* fids[] = {&ws->fid};
-  ASSERT_EQ(fi_trywait(fabric_, fids, 1), FI_SUCCESS);
-  EXPECT_FALSE(readable(fd));
+  ASSERT_EQ(fi_trywait(d_.fabric, fids, 1), FI_SUCCESS);
+  EXPECT_FALSE(fd_readable(fd));
   write_eq(q);
-  EXPECT_TRUE(readable(fd)) << "an EQ event signals the set";
-  EXPECT_EQ(fi_trywait(fabric_, fids, 1), -FI_EAGAIN) << "the event is still queued";
+  EXPECT_TRUE(fd_readable(fd)) << "an EQ event signals the set";
+  EXPECT_EQ(fi_trywait(d_.fabric, fids, 1), -FI_EAGAIN) << "the event is still queued";
   read_eq(q);
-  ASSERT_EQ(fi_trywait(fabric_, fids, 1), FI_SUCCESS);
-  EXPECT_FALSE(readable(fd)) << "trywait reset the fd";
+  ASSERT_EQ(fi_trywait(d_.fabric, fids, 1), FI_SUCCESS);
+  EXPECT_FALSE(fd_readable(fd)) << "trywait reset the fd";
   EXPECT_EQ(fi_close(&q->fid), 0);
   EXPECT_EQ(fi_close(&c->fid), 0);
   EXPECT_EQ(fi_close(&ws->fid), 0);
@@ -177,7 +153,7 @@ TEST_F(Wait, PollFdWaitSetChangeIndexMovesWhenMembersChange) {
   ASSERT_EQ(fi_control(&ws->fid, FI_GETWAIT, &pf), 0);
   uint64_t with_two = pf.change_index;
   fid* fids[] = {&ws->fid};
-  ASSERT_EQ(fi_trywait(fabric_, fids, 1), FI_SUCCESS);
+  ASSERT_EQ(fi_trywait(d_.fabric, fids, 1), FI_SUCCESS);
   fi_cntr_add(b, 1);  // the application's own add is an event too
   EXPECT_EQ(poll(fds, 2, 5000), 1) << "one of the set's fds became readable";
   EXPECT_EQ(fi_close(&a->fid), 0);
@@ -203,11 +179,11 @@ TEST_F(Wait, TrywaitOnAnEmptyFdCqCounterAndEqSucceeds) {
   fid_cntr* c = cntr(FI_WAIT_FD);
   fid_eq* e = eq(FI_WAIT_FD);
   fid* fids[] = {&q->fid, &c->fid, &e->fid};
-  EXPECT_EQ(fi_trywait(fabric_, fids, 3), FI_SUCCESS);
+  EXPECT_EQ(fi_trywait(d_.fabric, fids, 3), FI_SUCCESS);
   write_eq(e);
-  EXPECT_EQ(fi_trywait(fabric_, fids, 3), -FI_EAGAIN);
+  EXPECT_EQ(fi_trywait(d_.fabric, fids, 3), -FI_EAGAIN);
   read_eq(e);
-  EXPECT_EQ(fi_trywait(fabric_, fids, 3), FI_SUCCESS);
+  EXPECT_EQ(fi_trywait(d_.fabric, fids, 3), FI_SUCCESS);
   for (fid* f : fids) EXPECT_EQ(fi_close(f), 0);
 }
 
@@ -216,11 +192,11 @@ TEST_F(Wait, TrywaitRefusesMixedWaitObjectsAndNone) {
   fid_cq* mc_cq = cq(FI_WAIT_MUTEX_COND);
   fid_cq* none_cq = cq(FI_WAIT_NONE);
   fid* mixed[] = {&fd_cq->fid, &mc_cq->fid};
-  EXPECT_EQ(fi_trywait(fabric_, mixed, 2), -FI_EINVAL)
+  EXPECT_EQ(fi_trywait(d_.fabric, mixed, 2), -FI_EINVAL)
       << "all descriptors must use the same wait object type";
   fid* none[] = {&none_cq->fid};
-  EXPECT_EQ(fi_trywait(fabric_, none, 1), -FI_EINVAL);
-  EXPECT_EQ(fi_trywait(fabric_, mixed, 0), -FI_EINVAL);
+  EXPECT_EQ(fi_trywait(d_.fabric, none, 1), -FI_EINVAL);
+  EXPECT_EQ(fi_trywait(d_.fabric, mixed, 0), -FI_EINVAL);
   for (fid_cq* q : {fd_cq, mc_cq, none_cq}) EXPECT_EQ(fi_close(&q->fid), 0);
 }
 
@@ -240,7 +216,7 @@ TEST_F(Wait, TrywaitPollLoopFromTheManPageSeesEveryEvent) {
   fid* fids[] = {&e->fid};
   auto deadline = std::chrono::steady_clock::now() + 30s;
   while (got < kEvents && std::chrono::steady_clock::now() < deadline) {
-    if (fi_trywait(fabric_, fids, 1) == FI_SUCCESS) {
+    if (fi_trywait(d_.fabric, fids, 1) == FI_SUCCESS) {
       pollfd p{fd, POLLIN, 0};
       ASSERT_GE(poll(&p, 1, 2000), 0);
     }
@@ -256,7 +232,7 @@ TEST_F(Wait, TrywaitPollLoopFromTheManPageSeesEveryEvent) {
 TEST_F(Wait, PollSetReportsCountersThatChangedAndQueuesThatAreNotEmpty) {
   fid_poll* ps = nullptr;
   fi_poll_attr pa{};
-  ASSERT_EQ(fi_poll_open(domain_, &pa, &ps), 0);
+  ASSERT_EQ(fi_poll_open(d_.domain, &pa, &ps), 0);
   int cctx, ectx, qctx;
   fid_cntr* c = cntr(FI_WAIT_NONE, nullptr, &cctx);
   fid_eq* e = eq(FI_WAIT_NONE, nullptr, &ectx);
@@ -284,7 +260,7 @@ TEST_F(Wait, PollSetReportsCountersThatChangedAndQueuesThatAreNotEmpty) {
 
 TEST_F(Wait, PollSetOnManyMembersReportsOnlyTheActiveOne) {
   fid_poll* ps = nullptr;
-  ASSERT_EQ(fi_poll_open(domain_, nullptr, &ps), 0);
+  ASSERT_EQ(fi_poll_open(d_.domain, nullptr, &ps), 0);
   std::vector<fid_eq*> eqs;
   std::vector<int> ctx(200);
   for (int i = 0; i < 200; ++i) {

@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "fi_ext_dpdk.h"
-#include "fi_helpers.h"
+#include "fixture.h"
 
 #include "test_util.h"
 
@@ -29,39 +29,27 @@ using namespace std::chrono_literals;
 
 namespace {
 
-class WorkerTest : public ::testing::Test {
+class WorkerTest : public DomainTest {
  protected:
   void SetUp() override {
-    ASSERT_EQ(getinfo(dpdk_hints().get(), &info_), 0);
-    fi_info* fi = first_dpdk(info_.get());
-    ASSERT_NE(fi, nullptr);
-    ASSERT_EQ(fi_fabric(fi->fabric_attr, &fabric_, nullptr), 0);
-    ASSERT_EQ(fi_domain(fabric_, fi, &domain_, nullptr), 0);
-    ASSERT_EQ(
-        fi_open_ops(&domain_->fid, FI_DPDK_WORKER_OPS, 0, reinterpret_cast<void**>(&ops_), nullptr),
-        0);
+    ASSERT_NO_FATAL_FAILURE(DomainTest::SetUp());
+    ASSERT_EQ(fi_open_ops(&d_.domain->fid, FI_DPDK_WORKER_OPS, 0, reinterpret_cast<void**>(&ops_),
+                          nullptr),
+              0);
     ASSERT_NE(ops_, nullptr);
   }
   void TearDown() override {
     if (worker_) {
       EXPECT_EQ(ops_->worker_close(worker_), 0);
     }
-    if (domain_) {
-      EXPECT_EQ(fi_close(&domain_->fid), 0);
-    }
-    if (fabric_) {
-      EXPECT_EQ(fi_close(&fabric_->fid), 0);
-    }
+    DomainTest::TearDown();
   }
   void open_worker(const fi_dpdk_worker_attr* attr = nullptr) {
-    ASSERT_EQ(ops_->worker_open(domain_, attr, &worker_), 0);
+    ASSERT_EQ(ops_->worker_open(d_.domain, attr, &worker_), 0);
     ASSERT_NE(worker_, nullptr);
     ASSERT_EQ(ops_->get_efd(worker_, &efd_), 0);
   }
 
-  InfoPtr info_;
-  fid_fabric* fabric_ = nullptr;
-  fid_domain* domain_ = nullptr;
   fi_dpdk_worker_ops* ops_ = nullptr;
   fi_dpdk_worker* worker_ = nullptr;
   int efd_ = -1;
@@ -89,36 +77,36 @@ TEST_F(WorkerTest, OpenOpsWithTheWorkerNameGivesTheWorkerOps) {
 
 TEST_F(WorkerTest, OpenOpsWithAnUnknownNameIsENOSYS) {
   void* ops = nullptr;
-  EXPECT_EQ(fi_open_ops(&domain_->fid, "dpdk_worker_v0", 0, &ops, nullptr), -FI_ENOSYS);
-  EXPECT_EQ(fi_open_ops(&domain_->fid, "verbs_domain_ops", 0, &ops, nullptr), -FI_ENOSYS);
+  EXPECT_EQ(fi_open_ops(&d_.domain->fid, "dpdk_worker_v0", 0, &ops, nullptr), -FI_ENOSYS);
+  EXPECT_EQ(fi_open_ops(&d_.domain->fid, "verbs_domain_ops", 0, &ops, nullptr), -FI_ENOSYS);
   EXPECT_EQ(ops, nullptr);
 }
 
 TEST_F(WorkerTest, OpenOpsRejectsFlagsAndNullArguments) {
   void* ops = nullptr;
-  EXPECT_EQ(fi_open_ops(&domain_->fid, FI_DPDK_WORKER_OPS, 1, &ops, nullptr), -FI_EBADFLAGS);
-  EXPECT_EQ(fi_open_ops(&domain_->fid, nullptr, 0, &ops, nullptr), -FI_EINVAL);
-  EXPECT_EQ(fi_open_ops(&domain_->fid, FI_DPDK_WORKER_OPS, 0, nullptr, nullptr), -FI_EINVAL);
+  EXPECT_EQ(fi_open_ops(&d_.domain->fid, FI_DPDK_WORKER_OPS, 1, &ops, nullptr), -FI_EBADFLAGS);
+  EXPECT_EQ(fi_open_ops(&d_.domain->fid, nullptr, 0, &ops, nullptr), -FI_EINVAL);
+  EXPECT_EQ(fi_open_ops(&d_.domain->fid, FI_DPDK_WORKER_OPS, 0, nullptr, nullptr), -FI_EINVAL);
 }
 
 // ---- open / close -----------------------------------------------------------------------------
 
 TEST_F(WorkerTest, WorkerOpensAndCloses) {
   fi_dpdk_worker* w = nullptr;
-  ASSERT_EQ(ops_->worker_open(domain_, nullptr, &w), 0);
+  ASSERT_EQ(ops_->worker_open(d_.domain, nullptr, &w), 0);
   ASSERT_NE(w, nullptr);
   EXPECT_EQ(ops_->worker_close(w), 0);
   fi_dpdk_worker_attr attr{};
   attr.spin_ns = 0;
   attr.slice_min_ns = 10'000;
   attr.slice_max_ns = 10'000;
-  ASSERT_EQ(ops_->worker_open(domain_, &attr, &w), 0);
+  ASSERT_EQ(ops_->worker_open(d_.domain, &attr, &w), 0);
   EXPECT_EQ(ops_->worker_close(w), 0);
 }
 
 TEST_F(WorkerTest, TheDomainCannotBeClosedWhileAWorkerIsOpenOnIt) {
   open_worker();
-  EXPECT_EQ(fi_close(&domain_->fid), -FI_EBUSY);
+  EXPECT_EQ(fi_close(&d_.domain->fid), -FI_EBUSY);
   EXPECT_EQ(ops_->worker_close(worker_), 0);
   worker_ = nullptr;
   // TearDown closes the domain: now it succeeds.
@@ -127,19 +115,19 @@ TEST_F(WorkerTest, TheDomainCannotBeClosedWhileAWorkerIsOpenOnIt) {
 TEST_F(WorkerTest, WorkerOpenRejectsBadArguments) {
   fi_dpdk_worker* w = nullptr;
   EXPECT_EQ(ops_->worker_open(nullptr, nullptr, &w), -FI_EINVAL);
-  EXPECT_EQ(ops_->worker_open(domain_, nullptr, nullptr), -FI_EINVAL);
+  EXPECT_EQ(ops_->worker_open(d_.domain, nullptr, nullptr), -FI_EINVAL);
   // A fid that is not one of our domains.
-  EXPECT_EQ(ops_->worker_open(reinterpret_cast<fid_domain*>(fabric_), nullptr, &w), -FI_EINVAL);
+  EXPECT_EQ(ops_->worker_open(reinterpret_cast<fid_domain*>(d_.fabric), nullptr, &w), -FI_EINVAL);
   fi_dpdk_worker_attr attr{};
   attr.flags = 1;
   attr.slice_min_ns = attr.slice_max_ns = FI_DPDK_WORKER_SLICE_MIN_NS_DEFAULT;
-  EXPECT_EQ(ops_->worker_open(domain_, &attr, &w), -FI_EINVAL) << "reserved flags";
+  EXPECT_EQ(ops_->worker_open(d_.domain, &attr, &w), -FI_EINVAL) << "reserved flags";
   attr.flags = 0;
   attr.slice_min_ns = 0;
-  EXPECT_EQ(ops_->worker_open(domain_, &attr, &w), -FI_EINVAL) << "zero slice";
+  EXPECT_EQ(ops_->worker_open(d_.domain, &attr, &w), -FI_EINVAL) << "zero slice";
   attr.slice_min_ns = 2000;
   attr.slice_max_ns = 1000;
-  EXPECT_EQ(ops_->worker_open(domain_, &attr, &w), -FI_EINVAL) << "min > max";
+  EXPECT_EQ(ops_->worker_open(d_.domain, &attr, &w), -FI_EINVAL) << "min > max";
   EXPECT_EQ(w, nullptr);
 }
 
@@ -147,8 +135,8 @@ TEST_F(WorkerTest, NullWorkerArgumentsAreEINVAL) {
   int fd;
   alignas(8) uint64_t word = 0;
   EXPECT_EQ(ops_->worker_close(nullptr), -FI_EINVAL);
-  EXPECT_EQ(ops_->worker_add(nullptr, &domain_->fid), -FI_EINVAL);
-  EXPECT_EQ(ops_->worker_remove(nullptr, &domain_->fid), -FI_EINVAL);
+  EXPECT_EQ(ops_->worker_add(nullptr, &d_.domain->fid), -FI_EINVAL);
+  EXPECT_EQ(ops_->worker_remove(nullptr, &d_.domain->fid), -FI_EINVAL);
   EXPECT_EQ(ops_->get_efd(nullptr, &fd), -FI_EINVAL);
   EXPECT_EQ(ops_->arm(nullptr), -FI_EINVAL);
   EXPECT_EQ(ops_->wait(nullptr, 0), -FI_EINVAL);
@@ -161,10 +149,10 @@ TEST_F(WorkerTest, NullWorkerArgumentsAreEINVAL) {
 
 TEST_F(WorkerTest, OnlyCqsCountersAndEqsCanBeMembers) {
   open_worker();
-  EXPECT_EQ(ops_->worker_add(worker_, &domain_->fid), -FI_EINVAL);
-  EXPECT_EQ(ops_->worker_add(worker_, &fabric_->fid), -FI_EINVAL);
+  EXPECT_EQ(ops_->worker_add(worker_, &d_.domain->fid), -FI_EINVAL);
+  EXPECT_EQ(ops_->worker_add(worker_, &d_.fabric->fid), -FI_EINVAL);
   EXPECT_EQ(ops_->worker_add(worker_, nullptr), -FI_EINVAL);
-  EXPECT_EQ(ops_->worker_remove(worker_, &domain_->fid), -FI_EINVAL);
+  EXPECT_EQ(ops_->worker_remove(worker_, &d_.domain->fid), -FI_EINVAL);
 }
 
 // ---- get_efd, arm, signal, wait: no members needed --------------------------------------------
@@ -279,7 +267,7 @@ fid_cntr* open_cntr(fid_domain* domain, fi_wait_obj wait_obj) {
 
 TEST_F(WorkerTest, CntrAddFromAnotherThreadWakesWorkerWait) {
   open_worker();
-  fid_cntr* c = open_cntr(domain_, FI_WAIT_NONE);  // the worker signals for it
+  fid_cntr* c = open_cntr(d_.domain, FI_WAIT_NONE);  // the worker signals for it
   ASSERT_NE(c, nullptr);
   ASSERT_EQ(ops_->worker_add(worker_, &c->fid), 0);
   EXPECT_EQ(ops_->worker_add(worker_, &c->fid), -FI_EALREADY);
@@ -297,7 +285,7 @@ TEST_F(WorkerTest, CntrAddFromAnotherThreadWakesWorkerWait) {
 
 TEST_F(WorkerTest, CntrAddMakesTheEfdReadableOnlyOnceArmed) {
   open_worker();
-  fid_cntr* c = open_cntr(domain_, FI_WAIT_UNSPEC);
+  fid_cntr* c = open_cntr(d_.domain, FI_WAIT_UNSPEC);
   ASSERT_NE(c, nullptr);
   ASSERT_EQ(ops_->worker_add(worker_, &c->fid), 0);
   ASSERT_EQ(fi_cntr_add(c, 1), 0);
@@ -322,7 +310,7 @@ TEST_F(WorkerTest, CntrAddFromAnotherThreadEndsWaitMem) {
   attr.spin_ns = 0;
   attr.slice_min_ns = attr.slice_max_ns = 900'000'000;  // only the event ends the sleep early
   open_worker(&attr);
-  fid_cntr* c = open_cntr(domain_, FI_WAIT_NONE);
+  fid_cntr* c = open_cntr(d_.domain, FI_WAIT_NONE);
   ASSERT_NE(c, nullptr);
   ASSERT_EQ(ops_->worker_add(worker_, &c->fid), 0);
   alignas(8) uint64_t word = 0;
@@ -338,7 +326,7 @@ TEST_F(WorkerTest, CntrAddFromAnotherThreadEndsWaitMem) {
 TEST_F(WorkerTest, TheUcpLoopSleepsUntilEachCounterEvent) {
   // ucp_worker_arm(3)'s process_communication(): check, progress, arm, poll; BUSY: again.
   open_worker();
-  fid_cntr* c = open_cntr(domain_, FI_WAIT_NONE);
+  fid_cntr* c = open_cntr(d_.domain, FI_WAIT_NONE);
   ASSERT_NE(c, nullptr);
   ASSERT_EQ(ops_->worker_add(worker_, &c->fid), 0);
   constexpr uint64_t kEvents = 100;
@@ -382,7 +370,7 @@ TEST_F(WorkerTest, AnEmptyCqMemberLetsArmSucceed) {
   attr.wait_obj = FI_WAIT_NONE;
   attr.size = 64;
   fid_cq* cq = nullptr;
-  ASSERT_EQ(fi_cq_open(domain_, &attr, &cq, nullptr), 0);
+  ASSERT_EQ(fi_cq_open(d_.domain, &attr, &cq, nullptr), 0);
   ASSERT_EQ(ops_->worker_add(worker_, &cq->fid), 0);
   EXPECT_EQ(ops_->arm(worker_), 0);
   EXPECT_EQ(ops_->wait(worker_, 20), -FI_ETIMEDOUT);
@@ -397,7 +385,7 @@ TEST_F(WorkerTest, EqWriteFromAnotherThreadWakesWorkerWait) {
   attr.wait_obj = FI_WAIT_NONE;
   attr.flags = FI_WRITE;
   fid_eq* eq = nullptr;
-  ASSERT_EQ(fi_eq_open(fabric_, &attr, &eq, nullptr), 0);
+  ASSERT_EQ(fi_eq_open(d_.fabric, &attr, &eq, nullptr), 0);
   ASSERT_EQ(ops_->worker_add(worker_, &eq->fid), 0);
   ASSERT_EQ(ops_->arm(worker_), 0);
   fi_eq_entry entry{};

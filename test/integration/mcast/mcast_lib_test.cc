@@ -15,44 +15,18 @@
 #include <cstring>
 #include <vector>
 
-#include "common/config.h"
-#include "eal/eal.h"
-#include "port/port.h"
 #include "progress/engine.h"
 #include "proto/dgram.h"
+#include "ring_engine.h"
 #include "wire/multicast.h"
 
 using namespace dpfab;
+using test::progress_until;
 
 namespace {
 
-progress::PortEngine* engine() {
-  static progress::PortEngine* e = [] {
-    auto loaded = config::load([](const config::KeyInfo& k) -> std::optional<std::string> {
-      if (std::string(k.name) == "ports") return std::string("net_ring0");
-      if (std::string(k.name) == "lcores") return std::string();  // manual progress only
-      return config::getenv_lookup(k);
-    });
-    if (!loaded) std::abort();
-    if (!eal::start(*loaded)) std::abort();
-    auto ports = port::open_all(*loaded);
-    if (!ports || (*ports)->empty()) std::abort();
-    auto eng = progress::PortEngine::of((**ports)[0].get());
-    if (!eng) std::abort();
-    return *eng;
-  }();
-  return e;
-}
-
-template <typename Pred>
-bool progress_until(Pred done) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    engine()->progress();
-  }
-  return true;
-}
+// Manual progress only, whatever FI_DPDK_LCORES says: the tests count what each step does.
+progress::PortEngine* engine() { return test::ring_engine(test::RingProgress::kManual); }
 
 // Polls for a while (frames in flight on the ring are handled).
 void settle() {
@@ -71,10 +45,7 @@ struct Member {
   std::unique_ptr<proto::DgramEndpoint> ep;
   uint16_t port = 0;
   Member() {
-    event::CqConfig c;
-    c.format = FI_CQ_FORMAT_DATA;
-    c.size = 64;
-    cq = std::move(event::Cq::create(c, nullptr).value());
+    cq = test::make_data_cq();
     ep = std::move(proto::DgramEndpoint::create(engine(), {}).value());
     port = engine()->bind_ephemeral(ep.get());
     ep->set_address(port, 0);

@@ -16,7 +16,7 @@
 #include <cstring>
 #include <string>
 
-#include "fi_helpers.h"
+#include "fixture.h"
 
 using namespace dpfab::test;
 
@@ -51,69 +51,43 @@ DpdkAddr group_dpdk(const char* ip, uint16_t port) {
   return a;
 }
 
-class Mcast : public testing::Test {
+class Mcast : public DomainTest {
  protected:
-  struct Ep {
-    fid_ep* ep = nullptr;
-    fid_cq* cq = nullptr;
+  struct Ep : Endpoint {
     fi_addr_t self = FI_ADDR_NOTAVAIL;  // its own address in the shared AV (FI_SOURCE)
   };
 
+  InfoPtr hints() const override {
+    return dpdk_hints(FI_EP_DGRAM, FI_MSG | FI_MULTICAST | FI_SOURCE);
+  }
   void SetUp() override {
-    auto hints = dpdk_hints();
-    hints->ep_attr->type = FI_EP_DGRAM;
-    hints->caps = FI_MSG | FI_MULTICAST | FI_SOURCE;
-    ASSERT_EQ(getinfo(hints.get(), &info_), 0);
-    e_ = first_dpdk(info_.get());
-    ASSERT_NE(e_, nullptr);
-    ASSERT_TRUE(e_->caps & FI_MULTICAST) << "FI_MULTICAST is offered on DGRAM endpoints";
-    ASSERT_EQ(fi_fabric(e_->fabric_attr, &fabric_, nullptr), 0);
-    ASSERT_EQ(fi_domain(fabric_, e_, &domain_, nullptr), 0);
-    fi_av_attr av{};
-    av.type = FI_AV_TABLE;
-    ASSERT_EQ(fi_av_open(domain_, &av, &av_, nullptr), 0);
-    fi_eq_attr eqa{};
-    eqa.wait_obj = FI_WAIT_NONE;
-    ASSERT_EQ(fi_eq_open(fabric_, &eqa, &eq_, nullptr), 0);
-    for (Ep* x : {&a_, &b_, &c_}) ASSERT_NO_FATAL_FAILURE(open_ep(x, e_, true));
+    ASSERT_NO_FATAL_FAILURE(DomainTest::SetUp());
+    ASSERT_TRUE(d_.info->caps & FI_MULTICAST) << "FI_MULTICAST is offered on DGRAM endpoints";
+    ASSERT_EQ(d_.open_av(&av_), 0) << d_.failed;
+    ASSERT_EQ(d_.open_eq(&eq_), 0) << d_.failed;
+    for (Ep* x : {&a_, &b_, &c_}) ASSERT_NO_FATAL_FAILURE(open_ep(x, d_.info, true));
   }
 
   void open_ep(Ep* x, fi_info* info, bool bind_eq, bool enable = true) {
-    fi_cq_attr ca{};
-    ca.format = FI_CQ_FORMAT_DATA;
-    ca.size = 64;
-    ASSERT_EQ(fi_cq_open(domain_, &ca, &x->cq, nullptr), 0);
-    ASSERT_EQ(fi_endpoint(domain_, info, &x->ep, nullptr), 0);
-    ASSERT_EQ(fi_ep_bind(x->ep, &x->cq->fid, FI_TRANSMIT | FI_RECV), 0);
-    ASSERT_EQ(fi_ep_bind(x->ep, &av_->fid, 0), 0);
-    if (bind_eq) {
-      ASSERT_EQ(fi_ep_bind(x->ep, &eq_->fid, 0), 0);
-    }
+    EpOptions o;
+    o.av = av_;
+    o.eq = bind_eq ? eq_ : nullptr;
+    o.enable = enable;
+    ASSERT_EQ(x->open(d_, o, info), 0) << x->failed;
     if (!enable) return;
-    ASSERT_EQ(fi_enable(x->ep), 0);
-    char name[64];
-    size_t len = sizeof(name);
-    ASSERT_EQ(fi_getname(&x->ep->fid, name, &len), 0);
-    ASSERT_EQ(fi_av_insert(av_, name, 1, &x->self, 0, nullptr), 1);
+    ASSERT_EQ(x->insert_into(av_, &x->self), 0) << x->failed;
   }
 
   void close_ep(Ep* x) {
-    if (x->ep) {
-      EXPECT_EQ(fi_close(&x->ep->fid), 0);
-    }
-    if (x->cq) {
-      EXPECT_EQ(fi_close(&x->cq->fid), 0);
-    }
-    *x = Ep{};
+    EXPECT_EQ(x->close(), 0) << x->failed;
+    x->self = FI_ADDR_NOTAVAIL;
   }
 
   void TearDown() override {
     for (Ep* x : {&a_, &b_, &c_}) close_ep(x);
-    for (fid* f : {av_ ? &av_->fid : nullptr, eq_ ? &eq_->fid : nullptr,
-                   domain_ ? &domain_->fid : nullptr, fabric_ ? &fabric_->fid : nullptr})
-      if (f) {
-        EXPECT_EQ(fi_close(f), 0);
-      }
+    EXPECT_EQ(close_fid(&av_), 0);
+    EXPECT_EQ(close_fid(&eq_), 0);
+    DomainTest::TearDown();
   }
 
   // fi_join, then the FI_JOIN_COMPLETE event read from the EQ (at most 5 s), checked.
@@ -174,10 +148,6 @@ class Mcast : public testing::Test {
     EXPECT_TRUE(e.flags & FI_SEND);
   }
 
-  InfoPtr info_;
-  fi_info* e_ = nullptr;
-  fid_fabric* fabric_ = nullptr;
-  fid_domain* domain_ = nullptr;
   fid_av* av_ = nullptr;
   fid_eq* eq_ = nullptr;
   Ep a_, b_, c_;
@@ -309,7 +279,7 @@ TEST_F(Mcast, AddressesThatAreNotAGroupAreEinval) {
 }
 
 TEST_F(Mcast, AnEndpointWithoutFiMulticastCannotJoin) {
-  InfoPtr plain(fi_dupinfo(e_));
+  InfoPtr plain(fi_dupinfo(d_.info));
   plain->caps = FI_MSG | FI_SEND | FI_RECV;
   Ep x;
   ASSERT_NO_FATAL_FAILURE(open_ep(&x, plain.get(), true));
@@ -323,11 +293,11 @@ TEST_F(Mcast, JoinNeedsABoundEqAndAnEnabledEndpoint) {
   auto g = group_sin("239.1.2.3", 7000);
   fid_mc* mc = nullptr;
   Ep no_eq;
-  ASSERT_NO_FATAL_FAILURE(open_ep(&no_eq, e_, false));
+  ASSERT_NO_FATAL_FAILURE(open_ep(&no_eq, d_.info, false));
   EXPECT_EQ(fi_join(no_eq.ep, &g, 0, &mc, nullptr), -FI_ENOEQ);
   close_ep(&no_eq);
   Ep not_enabled;
-  ASSERT_NO_FATAL_FAILURE(open_ep(&not_enabled, e_, true, false));
+  ASSERT_NO_FATAL_FAILURE(open_ep(&not_enabled, d_.info, true, false));
   EXPECT_EQ(fi_join(not_enabled.ep, &g, 0, &mc, nullptr), -FI_EOPBADSTATE);
   close_ep(&not_enabled);
 }

@@ -16,54 +16,22 @@
 #include <optional>
 #include <vector>
 
-#include "common/config.h"
-#include "eal/eal.h"
 #include "event/cq.h"
 #include "event/eq.h"
-#include "port/port.h"
 #include "progress/engine.h"
 #include "proto/msg_endpoint.h"
 #include "proto/msg_passive.h"
+#include "ring_engine.h"
 #include "wire/cm.h"
 #include "wire/encoder.h"
 #include "wire/rdm.h"
 
 using namespace dpfab;
+using test::make_data_cq;
+using test::progress_until;
+using test::ring_engine;
 
 namespace {
-
-progress::PortEngine* engine() {
-  static progress::PortEngine* e = [] {
-    auto cfg = config::load([](const config::KeyInfo& k) -> std::optional<std::string> {
-      if (std::string(k.name) == "ports") return std::string("net_ring0");
-      return config::getenv_lookup(k);
-    });
-    if (!cfg || !eal::start(*cfg)) std::abort();
-    auto ports = port::open_all(*cfg);
-    if (!ports || (*ports)->empty()) std::abort();
-    auto eng = progress::PortEngine::of((**ports)[0].get());
-    if (!eng) std::abort();
-    return *eng;
-  }();
-  return e;
-}
-
-template <typename Pred>
-bool progress_until(Pred done, int ms = 3000) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    engine()->progress();
-  }
-  return true;
-}
-
-std::unique_ptr<event::Cq> make_cq() {
-  event::CqConfig c;
-  c.format = FI_CQ_FORMAT_DATA;
-  c.size = 64;
-  return std::move(event::Cq::create(c, nullptr).value());
-}
 
 // The passive side's sink: remembers the requests it is told of.
 struct Requests final : proto::PassiveEndpoint::Sink {
@@ -79,7 +47,7 @@ struct Requests final : proto::PassiveEndpoint::Sink {
 
 // One MSG endpoint with its CQ and EQ, bound to `port` (0: ephemeral).
 struct Side {
-  std::unique_ptr<event::Cq> cq = make_cq();
+  std::unique_ptr<event::Cq> cq = make_data_cq();
   std::unique_ptr<event::Eq> eq = std::make_unique<event::Eq>(nullptr, event::Eq::Options{});
   std::unique_ptr<proto::MsgEndpoint> ep;
   uint16_t port = 0;
@@ -88,21 +56,22 @@ struct Side {
     cfg.rdm.max_peers = 1;
     cfg.rdm.core.reorder_slots = 64;
     ep = std::move(
-        proto::MsgEndpoint::create(engine(), nullptr, &engine()->msg_stats(), cfg).value());
+        proto::MsgEndpoint::create(ring_engine(), nullptr, &ring_engine()->msg_stats(), cfg)
+            .value());
     ep->rdm().bind_cq(cq.get(), true, true, false);
     ep->bind_eq(eq.get(), nullptr, nullptr);
     EXPECT_EQ(ep->enable(), 0);
     if (want) {
-      EXPECT_EQ(engine()->bind(want, ep.get()), 0);
+      EXPECT_EQ(ring_engine()->bind(want, ep.get()), 0);
       port = want;
     } else {
-      port = engine()->bind_ephemeral(ep.get());
+      port = ring_engine()->bind_ephemeral(ep.get());
     }
     ep->set_address(port, 0);
   }
   ~Side() {
     ep->close();
-    engine()->unbind(port);
+    ring_engine()->unbind(port);
   }
   // The next event, progressing the port (bounded): FI_CONNECTED, FI_SHUTDOWN, or -FI_EAVAIL.
   int event() {
@@ -116,14 +85,14 @@ struct Side {
 
 struct Listening {
   Requests reqs;
-  proto::PassiveEndpoint pep{engine(), &engine()->msg_stats(), &reqs};
-  uint16_t port = engine()->bind_ephemeral(&pep);
+  proto::PassiveEndpoint pep{ring_engine(), &ring_engine()->msg_stats(), &reqs};
+  uint16_t port = ring_engine()->bind_ephemeral(&pep);
   Listening() { pep.set_address(port, 0); }
-  ~Listening() { engine()->unbind(port); }
+  ~Listening() { ring_engine()->unbind(port); }
   wire::Address address() const {
     wire::Address a;
-    std::memcpy(a.mac, engine()->mac().addr_bytes, 6);
-    a.ipv4_be = engine()->ipv4_be();
+    std::memcpy(a.mac, ring_engine()->mac().addr_bytes, 6);
+    a.ipv4_be = ring_engine()->ipv4_be();
     a.udp_port_be = port;
     return a;
   }
@@ -143,7 +112,7 @@ void connect(Side& a, Side& b, Listening& l) {
 // Sends an RDM eager message of `len` bytes, as the endpoint at UDP port `from_port` with stream
 // epoch `epoch`, to `to` (crafted: what an earlier or forged endpoint would send).
 void send_rdm(uint16_t from_port, uint32_t epoch, const wire::Address& to, uint32_t seq = 0) {
-  rte_mbuf* m = rte_pktmbuf_alloc(engine()->pool());
+  rte_mbuf* m = rte_pktmbuf_alloc(ring_engine()->pool());
   ASSERT_NE(m, nullptr);
   wire::RdmHeader h;
   h.kind = wire::RdmKind::kEager;
@@ -156,16 +125,16 @@ void send_rdm(uint16_t from_port, uint32_t epoch, const wire::Address& to, uint3
   ASSERT_EQ(wire::encode_rdm({b, wire::kRdmHeaderLen}, h, 5), int(wire::kRdmHeaderLen));
   std::memcpy(b + wire::kRdmHeaderLen, "stale", 5);
   wire::Route r;
-  r.src_mac = engine()->mac();
+  r.src_mac = ring_engine()->mac();
   std::memcpy(r.dst_mac.addr_bytes, to.mac, 6);
-  r.src_ip_be = engine()->ipv4_be();
+  r.src_ip_be = ring_engine()->ipv4_be();
   r.dst_ip_be = to.ipv4_be;
   r.src_port_be = from_port;
   r.dst_port_be = to.udp_port_be;
   ASSERT_EQ(wire::encode_mbuf(m, r, wire::rdm_outer_header(0, 0, wire::kRdmHeaderLen + 5), 1,
-                              engine()->tx_caps()),
+                              ring_engine()->tx_caps()),
             0);
-  ASSERT_EQ(engine()->transmit(&m, 1), 1);
+  ASSERT_EQ(ring_engine()->transmit(&m, 1), 1);
 }
 
 void send_cm(uint16_t from_port, const wire::Address& to, wire::CmKind kind, uint32_t src,
@@ -174,7 +143,7 @@ void send_cm(uint16_t from_port, const wire::Address& to, wire::CmKind kind, uin
   h.kind = kind;
   h.src_id = src;
   h.dst_id = dst;
-  ASSERT_TRUE(proto::send_cm_frame(engine(), from_port, 0, to, h, {}, nullptr));
+  ASSERT_TRUE(proto::send_cm_frame(ring_engine(), from_port, 0, to, h, {}, nullptr));
 }
 
 uint64_t stat(std::atomic<uint64_t>& c) { return c.load(); }
@@ -203,7 +172,7 @@ TEST(MsgLib, TrafficOfAnEarlierConnectionIsDroppedAndCounted) {
   r.len = sizeof(buf);
   r.context = buf;
   ASSERT_EQ(b.ep->recv(r), 0);
-  auto& st = engine()->msg_stats();
+  auto& st = ring_engine()->msg_stats();
   const uint64_t data0 = stat(st.stale_data), cm0 = stat(st.stale_cm);
   const wire::Address to_b = b.ep->address();
   send_rdm(port_a, old_a, to_b);                          // data of the earlier connection
@@ -237,14 +206,14 @@ TEST(MsgLib, ARepeatedRequestIsReportedOnceAndARejectIsRepeated) {
   Side a;
   ASSERT_EQ(a.ep->connect(l.address(), {}), 0);
   ASSERT_TRUE(progress_until([&] { return !l.reqs.got.empty(); }));
-  auto& st = engine()->msg_stats();
+  auto& st = ring_engine()->msg_stats();
   const uint64_t rep0 = stat(st.connreq_repeats);
   // The connector's request again, twice (as its repeats would be): no new report.
   for (int i = 0; i < 2; ++i) {
     wire::CmHeader h;
     h.kind = wire::CmKind::kConnReq;
     h.src_id = a.ep->local_id();
-    ASSERT_TRUE(proto::send_cm_frame(engine(), a.port, 0, l.address(), h, {}, nullptr));
+    ASSERT_TRUE(proto::send_cm_frame(ring_engine(), a.port, 0, l.address(), h, {}, nullptr));
   }
   ASSERT_TRUE(progress_until([&] { return stat(st.connreq_repeats) >= rep0 + 2; }));
   EXPECT_EQ(l.reqs.got.size(), 1u);
@@ -264,7 +233,7 @@ TEST(MsgLib, ARepeatedRequestIsReportedOnceAndARejectIsRepeated) {
   wire::CmHeader h;
   h.kind = wire::CmKind::kConnReq;
   h.src_id = a.ep->local_id();
-  ASSERT_TRUE(proto::send_cm_frame(engine(), a.port, 0, l.address(), h, {}, nullptr));
+  ASSERT_TRUE(proto::send_cm_frame(ring_engine(), a.port, 0, l.address(), h, {}, nullptr));
   ASSERT_TRUE(progress_until([&] { return stat(st.connreq_repeats) >= rep0 + 3; }));
   EXPECT_EQ(stat(st.cm_tx), tx0 + 1);  // the reject again (ours was sent uncounted)
   EXPECT_EQ(l.reqs.got.size(), 1u);

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "msg_helpers.h"
+#include "process.h"
 
 using namespace dpfab::test;
 using Clock = std::chrono::steady_clock;

@@ -16,30 +16,14 @@
 #include <vector>
 
 #include "common/config.h"
-#include "eal/eal.h"
-#include "port/port.h"
 #include "progress/engine.h"
 #include "proto/dgram.h"
+#include "ring_engine.h"
 
 using namespace dpfab;
+using test::ring_engine;
 
 namespace {
-
-progress::PortEngine* engine() {
-  static progress::PortEngine* e = [] {
-    auto cfg = config::load([](const config::KeyInfo& k) -> std::optional<std::string> {
-      if (std::string(k.name) == "ports") return std::string("net_ring0");
-      return config::getenv_lookup(k);
-    });
-    if (!cfg || !eal::start(*cfg)) std::abort();
-    auto ports = port::open_all(*cfg);
-    if (!ports || (*ports)->empty()) std::abort();
-    auto eng = progress::PortEngine::of((**ports)[0].get());
-    if (!eng) std::abort();
-    return *eng;
-  }();
-  return e;
-}
 
 config::FaultConfig rates(double loss, double reorder, double dup, double corrupt,
                           uint64_t seed = 1) {
@@ -55,9 +39,9 @@ config::FaultConfig rates(double loss, double reorder, double dup, double corrup
 struct Counts {
   uint64_t dropped, reordered, duplicated, corrupted, rejected;
   static Counts now() {
-    const auto& f = engine()->stats().faults;
+    const auto& f = ring_engine()->stats().faults;
     return {f.dropped.load(), f.reordered.load(), f.duplicated.load(), f.corrupted.load(),
-            engine()->decode_stats().rejected()};
+            ring_engine()->decode_stats().rejected()};
   }
   Counts since(const Counts& b) const {
     return {dropped - b.dropped, reordered - b.reordered, duplicated - b.duplicated,
@@ -76,10 +60,10 @@ class Faults : public testing::Test {
     c.size = 1024;
     cq_a_ = std::move(event::Cq::create(c, nullptr).value());
     cq_b_ = std::move(event::Cq::create(c, nullptr).value());
-    a_ = std::move(proto::DgramEndpoint::create(engine(), {}).value());
-    b_ = std::move(proto::DgramEndpoint::create(engine(), {}).value());
-    port_a_ = engine()->bind_ephemeral(a_.get());
-    port_b_ = engine()->bind_ephemeral(b_.get());
+    a_ = std::move(proto::DgramEndpoint::create(ring_engine(), {}).value());
+    b_ = std::move(proto::DgramEndpoint::create(ring_engine(), {}).value());
+    port_a_ = ring_engine()->bind_ephemeral(a_.get());
+    port_b_ = ring_engine()->bind_ephemeral(b_.get());
     a_->set_address(port_a_, 0);
     b_->set_address(port_b_, 0);
     a_->bind_cq(cq_a_.get(), true, true, false);
@@ -88,10 +72,10 @@ class Faults : public testing::Test {
   }
 
   void TearDown() override {
-    ASSERT_EQ(engine()->set_faults({}), 0);
-    engine()->unbind(port_a_);
-    engine()->unbind(port_b_);
-    engine()->with_rx_owner([&] {
+    ASSERT_EQ(ring_engine()->set_faults({}), 0);
+    ring_engine()->unbind(port_a_);
+    ring_engine()->unbind(port_b_);
+    ring_engine()->with_rx_owner([&] {
       a_->clear_backlog_locked();
       b_->clear_backlog_locked();
     });
@@ -104,7 +88,7 @@ class Faults : public testing::Test {
 
   // One progress step, then every completion: its sequence number in `arrived`, buffer reposted.
   void step() {
-    engine()->progress();
+    ring_engine()->progress();
     fi_cq_data_entry e[64];
     ssize_t n;
     while ((n = cq_b_->read(e, 64, nullptr)) > 0)
@@ -164,7 +148,7 @@ TEST_F(Faults, WithoutFaultsEveryDatagramArrivesOnceInOrder) {
 
 TEST_F(Faults, HalfTheDatagramsAreLostAndTheCounterSaysHowMany) {
   constexpr uint32_t kN = 2000;
-  ASSERT_EQ(engine()->set_faults(rates(0.5, 0, 0, 0)), 0);
+  ASSERT_EQ(ring_engine()->set_faults(rates(0.5, 0, 0, 0)), 0);
   const Counts before = Counts::now();
   send_all(kN);
   ASSERT_TRUE(settle([&] { return arrived_.size() + Counts::now().since(before).dropped >= kN; }));
@@ -179,7 +163,7 @@ TEST_F(Faults, HalfTheDatagramsAreLostAndTheCounterSaysHowMany) {
 
 TEST_F(Faults, AtDuplicationOneEveryDatagramArrivesTwice) {
   constexpr uint32_t kN = 500;
-  ASSERT_EQ(engine()->set_faults(rates(0, 0, 1, 0)), 0);
+  ASSERT_EQ(ring_engine()->set_faults(rates(0, 0, 1, 0)), 0);
   const Counts before = Counts::now();
   send_all(kN);
   ASSERT_TRUE(settle([&] { return arrived_.size() >= 2 * kN; }));
@@ -192,7 +176,7 @@ TEST_F(Faults, AtDuplicationOneEveryDatagramArrivesTwice) {
 
 TEST_F(Faults, AtCorruptionOneNoDatagramArrivesAndTheDecoderRejectsEach) {
   constexpr uint32_t kN = 500;
-  ASSERT_EQ(engine()->set_faults(rates(0, 0, 0, 1)), 0);
+  ASSERT_EQ(ring_engine()->set_faults(rates(0, 0, 0, 1)), 0);
   const Counts before = Counts::now();
   send_all(kN);
   ASSERT_TRUE(settle([&] { return Counts::now().since(before).rejected >= kN; }));
@@ -201,7 +185,7 @@ TEST_F(Faults, AtCorruptionOneNoDatagramArrivesAndTheDecoderRejectsEach) {
   EXPECT_EQ(d.rejected, kN);
   EXPECT_TRUE(arrived_.empty()) << arrived_.size() << " corrupted datagrams were delivered";
   EXPECT_EQ(d.dropped + d.reordered + d.duplicated, 0u);
-  const auto& ds = engine()->decode_stats();
+  const auto& ds = ring_engine()->decode_stats();
   std::printf("corrupt 1: %u frames, rejects so far: ip-checksum %llu, udp-checksum %llu\n", kN,
               static_cast<unsigned long long>(ds.get(wire::Verdict::kIpChecksum)),
               static_cast<unsigned long long>(ds.get(wire::Verdict::kUdpChecksum)));
@@ -209,7 +193,7 @@ TEST_F(Faults, AtCorruptionOneNoDatagramArrivesAndTheDecoderRejectsEach) {
 
 TEST_F(Faults, ReorderingChangesTheOrderAndLosesNothing) {
   constexpr uint32_t kN = 1000;
-  ASSERT_EQ(engine()->set_faults(rates(0, 0.2, 0, 0)), 0);
+  ASSERT_EQ(ring_engine()->set_faults(rates(0, 0.2, 0, 0)), 0);
   const Counts before = Counts::now();
   send_all(kN);
   ASSERT_TRUE(settle([&] { return arrived_.size() >= kN; }));
@@ -231,7 +215,7 @@ TEST_F(Faults, TheSameSeedLosesTheSameDatagrams) {
   constexpr uint32_t kN = 400;
   std::vector<uint32_t> runs[2];
   for (auto& run : runs) {
-    ASSERT_EQ(engine()->set_faults(rates(0.3, 0, 0, 0, 77)), 0);  // a new generator
+    ASSERT_EQ(ring_engine()->set_faults(rates(0.3, 0, 0, 0, 77)), 0);  // a new generator
     const Counts before = Counts::now();
     arrived_.clear();
     send_all(kN);

@@ -16,55 +16,31 @@
 #include <cstring>
 #include <vector>
 
-#include "fi_helpers.h"
+#include "fixture.h"
 
 using namespace dpfab::test;
 
 namespace {
 
-class SmallPool : public testing::Test {
+class SmallPool : public EndpointTest {
  protected:
   void SetUp() override {
     const char* mbufs = std::getenv("FI_DPDK_MBUFS");
     ASSERT_NE(mbufs, nullptr) << "meson sets FI_DPDK_MBUFS";
     pool_ = std::strtoul(mbufs, nullptr, 10);
-    auto hints = dpdk_hints();
-    hints->ep_attr->type = FI_EP_DGRAM;
-    hints->caps = FI_MSG;
-    ASSERT_EQ(getinfo(hints.get(), &info_), 0);
-    fi_info* e = first_dpdk(info_.get());
-    ASSERT_NE(e, nullptr);
-    ASSERT_EQ(fi_fabric(e->fabric_attr, &fabric_, nullptr), 0);
-    ASSERT_EQ(fi_domain(fabric_, e, &domain_, nullptr), 0);
-    fi_av_attr av{};
-    av.type = FI_AV_TABLE;
-    ASSERT_EQ(fi_av_open(domain_, &av, &av_, nullptr), 0);
-    fi_cq_attr ca{};
-    ca.format = FI_CQ_FORMAT_DATA;
-    ca.size = 256;
-    ASSERT_EQ(fi_cq_open(domain_, &ca, &cq_, nullptr), 0);
-    ASSERT_EQ(fi_endpoint(domain_, e, &ep_, nullptr), 0);
-    ASSERT_EQ(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), 0);
-    ASSERT_EQ(fi_ep_bind(ep_, &av_->fid, 0), 0);
-    ASSERT_EQ(fi_enable(ep_), 0);
-    char name[64];
-    size_t len = sizeof(name);
-    ASSERT_EQ(fi_getname(&ep_->fid, name, &len), 0);
-    ASSERT_EQ(fi_av_insert(av_, name, 1, &self_, 0, nullptr), 1);
+    ASSERT_NO_FATAL_FAILURE(EndpointTest::SetUp());
   }
-
-  void TearDown() override {
-    for (fid* f : {ep_ ? &ep_->fid : nullptr, cq_ ? &cq_->fid : nullptr, av_ ? &av_->fid : nullptr,
-                   domain_ ? &domain_->fid : nullptr, fabric_ ? &fabric_->fid : nullptr})
-      if (f) {
-        EXPECT_EQ(fi_close(f), 0);
-      }
+  InfoPtr hints() const override { return dpdk_hints(FI_EP_DGRAM, FI_MSG); }
+  EpOptions ep_options() const override {
+    EpOptions o;
+    o.cq_size = 256;
+    return o;
   }
 
   // One fi_cq_read (it runs the poll step): counts send and receive completions.
   void poll_once() {
     fi_cq_data_entry e[16];
-    ssize_t n = fi_cq_read(cq_, e, 16);
+    ssize_t n = fi_cq_read(e_.cq, e, 16);
     for (ssize_t i = 0; i < n; ++i) {
       if (e[i].flags & FI_SEND) ++send_completions_;
       if (e[i].flags & FI_RECV) received_.push_back(*static_cast<uint32_t*>(e[i].buf));
@@ -76,20 +52,13 @@ class SmallPool : public testing::Test {
   ssize_t send_seq(uint32_t seq) {
     ssize_t r = -FI_EAGAIN;
     for (int attempt = 0; attempt < 100 && r == -FI_EAGAIN; ++attempt) {
-      r = fi_send(ep_, &seq, sizeof(seq), nullptr, self_, nullptr);
+      r = fi_send(e_.ep, &seq, sizeof(seq), nullptr, self_, nullptr);
       poll_once();
     }
     return r;
   }
 
   size_t pool_ = 0;
-  InfoPtr info_;
-  fid_fabric* fabric_ = nullptr;
-  fid_domain* domain_ = nullptr;
-  fid_av* av_ = nullptr;
-  fid_cq* cq_ = nullptr;
-  fid_ep* ep_ = nullptr;
-  fi_addr_t self_ = FI_ADDR_NOTAVAIL;
   size_t send_completions_ = 0;
   std::vector<uint32_t> received_;
 };
@@ -119,7 +88,7 @@ TEST_F(SmallPool, HeldDatagramsNeverStarveTransmit) {
   const size_t posted = pool_ / 2 + 8;
   ASSERT_LE(posted, 64u);
   for (size_t i = 0; i < posted; ++i)
-    ASSERT_EQ(fi_recv(ep_, buf[i], sizeof(buf[i]), nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+    ASSERT_EQ(fi_recv(e_.ep, buf[i], sizeof(buf[i]), nullptr, FI_ADDR_UNSPEC, nullptr), 0);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (received_.size() < pool_ / 2 && std::chrono::steady_clock::now() < deadline) poll_once();
   for (int i = 0; i < 100; ++i) poll_once();  // nothing more is held

@@ -25,7 +25,8 @@
 #include <string>
 #include <thread>
 
-#include "fi_helpers.h"
+#include "fixture.h"
+#include "process.h"
 
 using namespace dpfab::test;
 using Clock = std::chrono::steady_clock;
@@ -47,7 +48,7 @@ struct Result {
   int64_t faults = 0;
 };
 
-// One side of the link: a DGRAM endpoint (EpNode, fi_helpers.h) with kPosted receives posted.
+// One side of the link: a DGRAM endpoint (EpNode, fixture.h) with kPosted receives posted.
 class Side {
  public:
   int open() {

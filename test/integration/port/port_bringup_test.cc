@@ -25,7 +25,7 @@
 #include <string>
 #include <thread>
 
-#include "fi_helpers.h"
+#include "process.h"
 #include "wake_peer.h"
 
 using namespace dpfab::test;

@@ -10,7 +10,7 @@
 
 #include <set>
 
-#include "fi_helpers.h"
+#include "fixture.h"
 
 using namespace dpfab::test;
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "bad_input.h"
-#include "fi_helpers.h"
+#include "fixture.h"
 
 using namespace dpfab::test;
 
@@ -46,17 +46,17 @@ TEST_F(BadInput, MsgCallsRefuseBadArgumentsAndWrongStates) {
   fi_eq_attr ea{};
   ea.wait_obj = FI_WAIT_UNSPEC;
   fid_eq* eq = nullptr;
-  ASSERT_EQ(fi_eq_open(fabric_, &ea, &eq, nullptr), 0);
+  ASSERT_EQ(fi_eq_open(d_.fabric, &ea, &eq, nullptr), 0);
 
   // Passive endpoints.
   fid_pep* pep = nullptr;
-  EXPECT_EQ(fi_passive_ep(fabric_, nullptr, &pep, nullptr), -FI_EINVAL);
-  EXPECT_EQ(fi_passive_ep(fabric_, mi, nullptr, nullptr), -FI_EINVAL);
-  EXPECT_EQ(fi_passive_ep(fabric_, e_, &pep, nullptr), -FI_EINVAL) << "a DGRAM info";
-  ASSERT_EQ(fi_passive_ep(fabric_, mi, &pep, nullptr), 0);
+  EXPECT_EQ(fi_passive_ep(d_.fabric, nullptr, &pep, nullptr), -FI_EINVAL);
+  EXPECT_EQ(fi_passive_ep(d_.fabric, mi, nullptr, nullptr), -FI_EINVAL);
+  EXPECT_EQ(fi_passive_ep(d_.fabric, d_.info, &pep, nullptr), -FI_EINVAL) << "a DGRAM info";
+  ASSERT_EQ(fi_passive_ep(d_.fabric, mi, &pep, nullptr), 0);
   EXPECT_EQ(fi_listen(pep), -FI_ENOEQ);
   EXPECT_EQ(fi_pep_bind(pep, nullptr, 0), -FI_EINVAL);
-  EXPECT_EQ(fi_pep_bind(pep, &cq_->fid, 0), -FI_EINVAL) << "not an EQ";
+  EXPECT_EQ(fi_pep_bind(pep, &e_.cq->fid, 0), -FI_EINVAL) << "not an EQ";
   EXPECT_EQ(fi_pep_bind(pep, &eq->fid, 1), -FI_EBADFLAGS);
   ASSERT_EQ(fi_pep_bind(pep, &eq->fid, 0), 0);
   EXPECT_EQ(fi_pep_bind(pep, &eq->fid, 0), -FI_EINVAL) << "one EQ";
@@ -72,7 +72,7 @@ TEST_F(BadInput, MsgCallsRefuseBadArgumentsAndWrongStates) {
   EXPECT_EQ(fi_setname(&pep->fid, pep_addr, len), -FI_EOPBADSTATE) << "listening already";
   EXPECT_EQ(fi_connect(reinterpret_cast<fid_ep*>(pep), pep_addr, nullptr, 0), -FI_EOPNOTSUPP);
   EXPECT_EQ(fi_reject(pep, nullptr, nullptr, 0), -FI_EINVAL);
-  EXPECT_EQ(fi_reject(pep, &cq_->fid, nullptr, 0), -FI_EINVAL) << "not a request";
+  EXPECT_EQ(fi_reject(pep, &e_.cq->fid, nullptr, 0), -FI_EINVAL) << "not a request";
   size_t opt = 0, optlen = 1;
   EXPECT_EQ(fi_getopt(&pep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &opt, &optlen),
             -FI_ETOOSMALL);
@@ -80,13 +80,13 @@ TEST_F(BadInput, MsgCallsRefuseBadArgumentsAndWrongStates) {
 
   // An active endpoint: bindings, enable, data before the connection, bad CM arguments.
   fid_ep* ep = nullptr;
-  ASSERT_EQ(fi_endpoint(domain_, mi, &ep, nullptr), 0);
+  ASSERT_EQ(fi_endpoint(d_.domain, mi, &ep, nullptr), 0);
   EXPECT_EQ(fi_ep_bind(ep, &av_->fid, 0), -FI_EINVAL) << "MSG endpoints take no AV";
   EXPECT_EQ(fi_enable(ep), -FI_ENOEQ);
   fi_cq_attr ca{};
   ca.format = FI_CQ_FORMAT_DATA;
   fid_cq* cq = nullptr;
-  ASSERT_EQ(fi_cq_open(domain_, &ca, &cq, nullptr), 0);
+  ASSERT_EQ(fi_cq_open(d_.domain, &ca, &cq, nullptr), 0);
   ASSERT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
   ASSERT_EQ(fi_ep_bind(ep, &eq->fid, 0), 0);
   char buf[8] = {};
@@ -118,8 +118,8 @@ TEST_F(BadInput, MsgCallsRefuseBadArgumentsAndWrongStates) {
   ASSERT_NE(req, nullptr);
   fid_ep* acc = nullptr;
   fid_cq* acq = nullptr;
-  ASSERT_EQ(fi_cq_open(domain_, &ca, &acq, nullptr), 0);
-  ASSERT_EQ(fi_endpoint(domain_, req, &acc, nullptr), 0);
+  ASSERT_EQ(fi_cq_open(d_.domain, &ca, &acq, nullptr), 0);
+  ASSERT_EQ(fi_endpoint(d_.domain, req, &acc, nullptr), 0);
   ASSERT_EQ(fi_ep_bind(acc, &acq->fid, FI_TRANSMIT | FI_RECV), 0);
   ASSERT_EQ(fi_ep_bind(acc, &eq->fid, 0), 0);
   EXPECT_EQ(fi_connect(acc, pep_addr, nullptr, 0), -FI_EOPBADSTATE) << "made to accept";
@@ -128,7 +128,7 @@ TEST_F(BadInput, MsgCallsRefuseBadArgumentsAndWrongStates) {
   EXPECT_EQ(fi_accept(acc, nullptr, 0), -FI_EISCONN) << "fi_accept twice";
   EXPECT_EQ(fi_reject(pep, req->handle, nullptr, 0), -FI_EINVAL) << "accepted already";
   fid_ep* again = nullptr;
-  EXPECT_EQ(fi_endpoint(domain_, req, &again, nullptr), -FI_EINVAL) << "the request is gone";
+  EXPECT_EQ(fi_endpoint(d_.domain, req, &again, nullptr), -FI_EINVAL) << "the request is gone";
   EXPECT_EQ(next_event(eq), FI_CONNECTED);
   EXPECT_EQ(next_event(eq), FI_CONNECTED);
   EXPECT_EQ(fi_shutdown(ep, 7), -FI_EBADFLAGS);

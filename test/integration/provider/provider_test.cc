@@ -10,7 +10,7 @@
 #include <rdma/fi_endpoint.h>
 #include <sched.h>
 
-#include "fi_helpers.h"
+#include "fixture.h"
 
 using namespace dpfab::test;
 

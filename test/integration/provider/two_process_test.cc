@@ -19,9 +19,9 @@
 #include <fstream>
 #include <thread>
 
-#include "fi_helpers.h"
+#include "fixture.h"
+#include "process.h"
 #include "test_util.h"
-#include "wake_peer.h"
 
 using namespace dpfab::test;
 
@@ -32,37 +32,15 @@ namespace {
 int child(int go_fd, int ready_fd = -1, int hold_fd = -1) {
   char c;
   if (read(go_fd, &c, 1) != 1) return 10;  // start together
-  InfoPtr info;
-  if (getinfo(dpdk_hints(FI_EP_UNSPEC).get(), &info) != 0) return 11;
-  fi_info* e = first_dpdk(info.get());
-  if (!e) return 16;
-  fid_fabric* fabric = nullptr;
-  if (fi_fabric(e->fabric_attr, &fabric, nullptr) != 0) return 12;
-  fid_domain* domain = nullptr;
-  if (fi_domain(fabric, e, &domain, nullptr) != 0) return 13;
+  Domain d;
+  if (d.open_fabric(dpdk_hints(FI_EP_UNSPEC).get()) != 0) return 11;  // getinfo, fi_fabric
+  if (d.open_domain() != 0) return 13;
   if (hold_fd >= 0) {
     if (write(ready_fd, "r", 1) != 1) return 17;
     if (read(hold_fd, &c, 1) != 0) return 18;  // until the parent closes its end
   }
-  if (fi_close(&domain->fid) != 0) return 14;
-  if (fi_close(&fabric->fid) != 0) return 15;
+  if (d.close() != 0) return 14;  // fi_close of the domain, then of the fabric
   return 0;
-}
-
-// Waits (bounded) for `pid` and returns its exit code (the failed step), or -1 when it died of a
-// signal or was killed for not ending in time.
-int reap(pid_t pid, std::chrono::seconds bound) {
-  auto deadline = std::chrono::steady_clock::now() + bound;
-  int status = 0;
-  pid_t r = 0;
-  while ((r = waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  if (r == 0) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    return -1;
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 bool exists(const std::string& path) {
@@ -99,7 +77,7 @@ TEST(TwoProcesses, StartEalAtOnceOnOneMemifLink) {
   ASSERT_EQ(write(go[1], "gg", 2), 2);
   close(go[1]);
   for (pid_t pid : pids)
-    EXPECT_EQ(reap(pid, std::chrono::seconds(30)), 0)
+    EXPECT_EQ(wait_child(pid, std::chrono::seconds(30)), 0)
         << "child " << pid << " failed at that step (-1: a signal, or not done in 30 s)";
   unlink(sock.c_str());
 }
@@ -115,7 +93,7 @@ TEST(TwoProcesses, EachHasItsOwnTelemetrySocketAndRemovesItsRuntimeFolder) {
   pid_t dead = fork();
   ASSERT_GE(dead, 0);
   if (dead == 0) _exit(0);
-  ASSERT_EQ(reap(dead, std::chrono::seconds(5)), 0);
+  ASSERT_EQ(wait_child(dead, std::chrono::seconds(5)), 0);
   const std::string stale = base + "/dpfab-" + std::to_string(dead);
   mkdir(base.c_str(), 0700);
   ASSERT_EQ(mkdir(stale.c_str(), 0700), 0) << stale;
@@ -156,7 +134,7 @@ TEST(TwoProcesses, EachHasItsOwnTelemetrySocketAndRemovesItsRuntimeFolder) {
   close(hold[1]);
   close(ready[0]);
   for (pid_t pid : pids) {
-    EXPECT_EQ(reap(pid, std::chrono::seconds(30)), 0) << "child " << pid;
+    EXPECT_EQ(wait_child(pid, std::chrono::seconds(30)), 0) << "child " << pid;
     EXPECT_FALSE(exists(base + "/dpfab-" + std::to_string(pid)))
         << "process " << pid << " left its runtime folder behind";
   }

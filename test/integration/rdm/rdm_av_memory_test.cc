@@ -24,23 +24,12 @@
 #include <cstring>
 #include <vector>
 
-#include "fi_helpers.h"
+#include "fixture.h"
 #include "test_util.h"
 
 using namespace dpfab::test;
 
 namespace {
-
-// lib/wire/address.h, as an application sees it: 16 opaque bytes (FI_FORMAT_UNSPEC).
-struct Address {
-  uint8_t version;
-  uint8_t reserved;
-  uint8_t mac[6];
-  uint32_t ipv4_be;
-  uint16_t udp_port_be;
-  uint16_t ep_id_be;
-};
-static_assert(sizeof(Address) == 16);
 
 constexpr size_t kPeers = 65536;
 constexpr size_t kBudgetTotal = size_t{32} << 20;  // the AV and the endpoint, for kPeers
@@ -57,62 +46,30 @@ long rss_bytes() {
   return resident * sysconf(_SC_PAGESIZE);
 }
 
-class RdmAvMemory : public ::testing::Test {
+// An enabled RDM endpoint (tagged CQ of 1,024 entries) and an empty table AV with no count hint:
+// the AV grows as addresses come (the worst case). name_ is the endpoint's address.
+class RdmAvMemory : public EndpointTest {
  protected:
-  void SetUp() override {
-    InfoPtr hints = dpdk_hints(FI_EP_RDM);
-    hints->caps = FI_MSG | FI_TAGGED;
-    ASSERT_EQ(getinfo(hints.get(), &info_), 0);
-    fi_info* e = first_dpdk(info_.get());
-    ASSERT_NE(e, nullptr);
-    ASSERT_EQ(e->ep_attr->type, FI_EP_RDM);
-    ASSERT_EQ(fi_fabric(e->fabric_attr, &fabric_, nullptr), 0);
-    ASSERT_EQ(fi_domain(fabric_, e, &domain_, nullptr), 0);
-    fi_cq_attr cq_attr{};
-    cq_attr.format = FI_CQ_FORMAT_TAGGED;
-    cq_attr.size = 1024;
-    ASSERT_EQ(fi_cq_open(domain_, &cq_attr, &cq_, nullptr), 0);
-    fi_av_attr av_attr{};
-    av_attr.type = FI_AV_TABLE;  // no count hint: the AV grows as addresses come (the worst case)
-    ASSERT_EQ(fi_av_open(domain_, &av_attr, &av_, nullptr), 0);
-    ASSERT_EQ(fi_endpoint(domain_, e, &ep_, nullptr), 0);
-    ASSERT_EQ(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), 0);
-    ASSERT_EQ(fi_ep_bind(ep_, &av_->fid, 0), 0);
-    ASSERT_EQ(fi_enable(ep_), 0);
-    size_t len = sizeof(self_);
-    ASSERT_EQ(fi_getname(&ep_->fid, &self_, &len), 0);
-    ASSERT_EQ(len, sizeof(self_));
+  InfoPtr hints() const override { return dpdk_hints(FI_EP_RDM, FI_MSG | FI_TAGGED); }
+  EpOptions ep_options() const override {
+    EpOptions o;
+    o.cq_format = FI_CQ_FORMAT_TAGGED;
+    o.cq_size = 1024;
+    return o;
   }
-  void TearDown() override {
-    if (ep_) {
-      EXPECT_EQ(fi_close(&ep_->fid), 0);
-    }
-    if (av_) {
-      EXPECT_EQ(fi_close(&av_->fid), 0);
-    }
-    if (cq_) {
-      EXPECT_EQ(fi_close(&cq_->fid), 0);
-    }
-    if (domain_) {
-      EXPECT_EQ(fi_close(&domain_->fid), 0);
-    }
-    if (fabric_) {
-      EXPECT_EQ(fi_close(&fabric_->fid), 0);
-    }
+  bool inserts_self() const override { return false; }
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(EndpointTest::SetUp());
+    ASSERT_EQ(e_.addr_len, sizeof(name_));
+    std::memcpy(&name_, e_.addr, sizeof(name_));
   }
 
-  InfoPtr info_;
-  fid_fabric* fabric_ = nullptr;
-  fid_domain* domain_ = nullptr;
-  fid_cq* cq_ = nullptr;
-  fid_av* av_ = nullptr;
-  fid_ep* ep_ = nullptr;
-  Address self_{};
+  Address name_{};
 };
 
 TEST_F(RdmAvMemory, PeersCostTheirAvEntryUntilTheyAreSentTo) {
   // Peer i: our name with IPv4 10.128.0.0 + i and a MAC of its own (no ARP on a null port).
-  std::vector<Address> peers(kPeers, self_);
+  std::vector<Address> peers(kPeers, name_);
   for (uint32_t i = 0; i < kPeers; ++i) {
     peers[i].ipv4_be = htonl(0x0a800000u + i);
     peers[i].mac[0] = 0x02;
@@ -135,7 +92,7 @@ TEST_F(RdmAvMemory, PeersCostTheirAvEntryUntilTheyAreSentTo) {
   // the frames go out of the null port and are never acknowledged).
   int sent = 0;
   for (size_t k = 0; k < kSentTo; ++k)
-    sent += fi_inject(ep_, kMsg, sizeof(kMsg), fi_addrs[k * 8191]) == 0;
+    sent += fi_inject(e_.ep, kMsg, sizeof(kMsg), fi_addrs[k * 8191]) == 0;
   const size_t heap2 = heap_bytes();
   const long rss2 = rss_bytes();
 

@@ -22,7 +22,7 @@
 #include <cstring>
 #include <vector>
 
-#include "fi_helpers.h"
+#include "fixture.h"
 
 using namespace dpfab::test;
 
@@ -30,58 +30,33 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-class RdmClose : public ::testing::Test {
+class RdmClose : public DomainTest {
  protected:
+  InfoPtr hints() const override { return dpdk_hints(FI_EP_RDM, FI_MSG); }
   void SetUp() override {
-    InfoPtr hints = dpdk_hints(FI_EP_RDM);
-    hints->caps = FI_MSG;
-    ASSERT_EQ(getinfo(hints.get(), &info_), 0);
-    info = first_dpdk(info_.get());
-    ASSERT_NE(info, nullptr);
-    ASSERT_EQ(info->ep_attr->type, FI_EP_RDM);
-    ASSERT_EQ(fi_fabric(info->fabric_attr, &fabric_, nullptr), 0);
-    ASSERT_EQ(fi_domain(fabric_, info, &domain_, nullptr), 0);
-    fi_av_attr av_attr{};
-    av_attr.type = FI_AV_TABLE;
-    ASSERT_EQ(fi_av_open(domain_, &av_attr, &av_, nullptr), 0);
-    for (int i = 0; i < 2; ++i) {
-      fi_cq_attr cq_attr{};
-      cq_attr.format = FI_CQ_FORMAT_DATA;
-      cq_attr.size = 64;
-      ASSERT_EQ(fi_cq_open(domain_, &cq_attr, &cq[i], nullptr), 0);
-      ASSERT_EQ(fi_endpoint(domain_, info, &ep[i], nullptr), 0);
-      ASSERT_EQ(fi_ep_bind(ep[i], &cq[i]->fid, FI_TRANSMIT | FI_RECV), 0);
-      ASSERT_EQ(fi_ep_bind(ep[i], &av_->fid, 0), 0);
-      ASSERT_EQ(fi_enable(ep[i]), 0);
-    }
-    char name[64];
-    size_t len = sizeof(name);
-    ASSERT_EQ(fi_getname(&ep[1]->fid, name, &len), 0);
-    ASSERT_EQ(fi_av_insert(av_, name, 1, &to_b, 0, nullptr), 1);
+    ASSERT_NO_FATAL_FAILURE(DomainTest::SetUp());
+    ASSERT_EQ(d_.open_av(&av_), 0) << d_.failed;
+    EpOptions o;
+    o.av = av_;
+    for (Endpoint& x : e) ASSERT_EQ(x.open(d_, o), 0) << x.failed;
+    ASSERT_EQ(fi_av_insert(av_, e[1].addr, 1, &to_b, 0, nullptr), 1);
   }
   void TearDown() override {
-    std::vector<fid*> fids;
-    for (int i = 0; i < 2; ++i) {
-      if (ep[i]) fids.push_back(&ep[i]->fid);
-      if (cq[i]) fids.push_back(&cq[i]->fid);
-    }
-    if (av_) fids.push_back(&av_->fid);
-    if (domain_) fids.push_back(&domain_->fid);
-    if (fabric_) fids.push_back(&fabric_->fid);
-    for (fid* f : fids) EXPECT_EQ(fi_close(f), 0);
+    for (Endpoint& x : e) EXPECT_EQ(x.close(), 0) << x.failed;
+    EXPECT_EQ(close_fid(&av_), 0);
+    DomainTest::TearDown();
   }
   // Closes endpoint i now; returns how long fi_close took.
   double close_ep(int i) {
     const auto t0 = Clock::now();
-    EXPECT_EQ(fi_close(&ep[i]->fid), 0);
-    ep[i] = nullptr;
+    EXPECT_EQ(close_fid(&e[i].ep), 0);
     return std::chrono::duration<double>(Clock::now() - t0).count();
   }
-  // Reads one completion from cq[i] within `seconds` (fi_cq_read runs the port's poll step).
+  // Reads one completion from e[i].cq within `seconds` (fi_cq_read runs the port's poll step).
   bool read_one(int i, double seconds, fi_cq_data_entry* out) {
     const auto end = Clock::now() + std::chrono::duration<double>(seconds);
     while (Clock::now() < end) {
-      ssize_t n = fi_cq_read(cq[i], out, 1);
+      ssize_t n = fi_cq_read(e[i].cq, out, 1);
       if (n == 1) return true;
       EXPECT_EQ(n, -FI_EAGAIN);
       if (n != -FI_EAGAIN) return false;
@@ -89,25 +64,20 @@ class RdmClose : public ::testing::Test {
     return false;
   }
 
-  fi_info* info = nullptr;
-  fid_cq* cq[2] = {};
-  fid_ep* ep[2] = {};
+  Endpoint e[2];  // two RDM endpoints, each with its CQ; e[0] sends to e[1]
   fi_addr_t to_b = FI_ADDR_NOTAVAIL;
 
  private:
-  InfoPtr info_;
-  fid_fabric* fabric_ = nullptr;
-  fid_domain* domain_ = nullptr;
   fid_av* av_ = nullptr;
 };
 
 TEST_F(RdmClose, SmallSendClosedAtOnceStillArrivesThoughItsFirstPacketWasLost) {
   char rbuf[256] = {};
-  ASSERT_EQ(fi_recv(ep[1], rbuf, sizeof(rbuf), nullptr, FI_ADDR_UNSPEC, rbuf), 0);
+  ASSERT_EQ(fi_recv(e[1].ep, rbuf, sizeof(rbuf), nullptr, FI_ADDR_UNSPEC, rbuf), 0);
   static const char kMsg[] = "sent, completed, closed";
   static_assert(sizeof(kMsg) <= 64);  // below any inject_size: completes when copied
-  ASSERT_LE(sizeof(kMsg), info->tx_attr->inject_size);
-  ASSERT_EQ(fi_send(ep[0], kMsg, sizeof(kMsg), nullptr, to_b, const_cast<char*>(kMsg)), 0);
+  ASSERT_LE(sizeof(kMsg), d_.info->tx_attr->inject_size);
+  ASSERT_EQ(fi_send(e[0].ep, kMsg, sizeof(kMsg), nullptr, to_b, const_cast<char*>(kMsg)), 0);
   const double took = close_ep(0);  // before any poll step: the loss-injecting port drops it
   fi_cq_data_entry c{};
   ASSERT_TRUE(read_one(0, 1.0, &c)) << "the send wrote no completion";
@@ -126,7 +96,7 @@ TEST_F(RdmClose, CloseWaitsForAnUnansweredPeerAtMostTheLingerBound) {
   // min(peer timeout, 2 s) and returns.
   close_ep(1);
   static const char kMsg[] = "to nobody";
-  ASSERT_EQ(fi_send(ep[0], kMsg, sizeof(kMsg), nullptr, to_b, nullptr), 0);
+  ASSERT_EQ(fi_send(e[0].ep, kMsg, sizeof(kMsg), nullptr, to_b, nullptr), 0);
   const double took = close_ep(0);
   EXPECT_GT(took, 1.5);
   EXPECT_LT(took, 4.0);

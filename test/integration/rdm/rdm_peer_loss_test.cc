@@ -44,8 +44,8 @@
 #include <thread>
 #include <vector>
 
-#include "fi_helpers.h"
-#include "wake_peer.h"
+#include "fixture.h"
+#include "process.h"
 
 using namespace dpfab::test;
 using namespace std::chrono_literals;
@@ -75,7 +75,7 @@ bool check(const uint8_t* p, size_t n, uint32_t seed) {
   return true;
 }
 
-// One RDM endpoint (FI_MSG | FI_TAGGED) with its CQ and AV, through libfabric (fi_helpers.h).
+// One RDM endpoint (FI_MSG | FI_TAGGED) with its CQ and AV, through libfabric (fixture.h).
 struct RdmNode : EpNode {
   int open() { return EpNode::open(FI_EP_RDM, FI_MSG | FI_TAGGED, FI_CQ_FORMAT_TAGGED); }
 };
@@ -88,11 +88,8 @@ struct RdmNode : EpNode {
 int rdm_peer_main(int to_test, int from_test) {
   RdmNode n;
   if (n.open() != 0) return 2;
-  if (write(to_test, n.addr, kAddrLen) != static_cast<ssize_t>(kAddrLen)) return 3;
-  uint8_t test_addr[kAddrLen];
-  if (!read_all(from_test, test_addr, kAddrLen)) return 4;
   fi_addr_t test = FI_ADDR_NOTAVAIL;
-  if (fi_av_insert(n.av, test_addr, 1, &test, 0, nullptr) != 1) return 5;
+  if (int r = greet_test(n.addr, n.av, to_test, from_test, &test)) return r;
 
   auto progress = [&] { fi_cq_read(n.cq, nullptr, 0); };
   auto send_retry = [&](auto&& post) {

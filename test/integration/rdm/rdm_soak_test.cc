@@ -37,7 +37,8 @@
 #include <thread>
 #include <vector>
 
-#include "fi_helpers.h"
+#include "fixture.h"
+#include "process.h"
 
 using namespace dpfab::test;
 using Clock = std::chrono::steady_clock;
@@ -98,12 +99,12 @@ struct Result {
   double seconds = 0;
 };
 
-// One RDM endpoint (EpNode, fi_helpers.h) and its peer.
+// One RDM endpoint (EpNode, fixture.h) and its peer.
 class Side {
  public:
   int open() {
     if (int r = node_.open(FI_EP_RDM, FI_MSG, FI_CQ_FORMAT_DATA)) return r;
-    return first_dpdk(node_.info.get())->ep_attr->max_msg_size < kMaxSize ? 3 : 0;
+    return node_.info->ep_attr->max_msg_size < kMaxSize ? 3 : 0;
   }
 
   int meet(int out_fd, int in_fd) {
