@@ -78,7 +78,7 @@ void fill(fi_info* out, const config::Config& cfg, const std::string& domain_nam
   // RDM: messages to one peer are sent and matched in order (rdm_core.h); a rendezvous receive
   // may complete after later eager ones.
   out->tx_attr->msg_order = rdm ? FI_ORDER_SAS : 0;
-  out->tx_attr->comp_order = FI_ORDER_NONE;
+  out->tx_attr->comp_order = fi_api::kOrderNone;
   // RDM: one frame's data (fi_inject copies it; the protocol keeps the copy until acked, in
   // tx_attr->size slots of this size), at most a standard frame's on a jumbo port.
   out->tx_attr->inject_size =
@@ -91,7 +91,7 @@ void fill(fi_info* out, const config::Config& cfg, const std::string& domain_nam
   out->rx_attr->caps = caps & ~FI_SEND & ~FI_MULTICAST & ~kAskedCaps & ~kDomainCaps;
   out->rx_attr->op_flags = 0;
   out->rx_attr->msg_order = rdm ? FI_ORDER_SAS : 0;
-  out->rx_attr->comp_order = FI_ORDER_NONE;
+  out->rx_attr->comp_order = fi_api::kOrderNone;
   out->rx_attr->total_buffered_recv = 0;
   out->rx_attr->size = cfg.rx_depth;
   out->rx_attr->iov_limit = rdm ? 1 : 4;
@@ -204,12 +204,13 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
     if (d->av_type != FI_AV_UNSPEC) out->domain_attr->av_type = d->av_type;
     if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
       // Before 1.5 mr_mode is an enum; we need no registration, so basic and scalable both work.
-      out->domain_attr->mr_mode = d->mr_mode == FI_MR_BASIC ? FI_MR_BASIC : FI_MR_SCALABLE;
+      out->domain_attr->mr_mode =
+          d->mr_mode == fi_api::kMrBasic ? fi_api::kMrBasic : fi_api::kMrScalable;
     }
     if (d->cq_data_size > out->domain_attr->cq_data_size) return false;
     if (d->caps & ~kDomainCaps) return false;
   } else if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
-    out->domain_attr->mr_mode = FI_MR_SCALABLE;
+    out->domain_attr->mr_mode = fi_api::kMrScalable;
   }
   if (const auto* f = hints->fabric_attr) {
     if (f->name && std::strcmp(f->name, kFabricName) != 0) return false;
@@ -227,7 +228,7 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
 // comment. Exact values: an application that offers every mode bit (fabtests fi_av_test sets mode
 // ~0) accepts FI_LOCAL_MR | FI_MSG_PREFIX too, and is answered.
 bool rxd_probe(const fi_info* hints) {
-  constexpr uint64_t kRxdMode = FI_LOCAL_MR | FI_CONTEXT | FI_MSG_PREFIX;
+  constexpr uint64_t kRxdMode = fi_api::kModeLocalMr | FI_CONTEXT | FI_MSG_PREFIX;
   return hints && hints->mode == kRxdMode && hints->caps == FI_MSG && hints->ep_attr &&
          hints->ep_attr->type == FI_EP_DGRAM;
 }
