@@ -6,9 +6,11 @@
 //
 // What an application sees (fi_av(3), and where the man page leaves a choice):
 //   - type: FI_AV_MAP and FI_AV_TABLE; FI_AV_UNSPEC becomes the domain's av_type when that is set,
-//     else FI_AV_MAP, and is returned in attr->type. fi_addr values are indices either way, so an
-//     explicit type other than the domain's is accepted too: ofi_rxd, layered on us, opens its
-//     datagram AV as FI_AV_TABLE whatever av_type the application's hints carried down.
+//     else FI_AV_MAP for a 1.x application and FI_AV_TABLE for a 2.x one (2.0 deprecates
+//     FI_AV_MAP: api::default_av_type), and is returned in attr->type. fi_addr values are indices
+//     either way, so an explicit type other than the domain's is accepted too: ofi_rxd, layered on
+//     us, opens its datagram AV as FI_AV_TABLE whatever av_type the application's hints carried
+//     down.
 //   - count and ep_per_node are hints; rx_ctx_bits must be 0 (no scalable endpoints); flags:
 //     FI_EVENT, FI_SYMMETRIC (a hint), FI_READ (only with a name: -FI_EINVAL without); others
 //     -FI_EBADFLAGS.
@@ -29,6 +31,7 @@
 //   - fi_close: -FI_EBUSY while endpoints are bound (av_bind_ref); insertions still pending are
 //     cancelled (FI_ECANCELED error entries, then their completions).
 //   - fi_av_av_set and fi_control: -FI_ENOSYS.
+#include "api_version.h"
 #include "dpdk.h"
 
 #include <arpa/inet.h>
@@ -298,7 +301,8 @@ int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** av, void* context) no
     const int t = app_enum(attr->type);
     if (t != FI_AV_UNSPEC && t != FI_AV_MAP && t != FI_AV_TABLE) return -FI_EINVAL;
     fi_av_type type = static_cast<fi_av_type>(t);
-    if (type == FI_AV_UNSPEC) type = dom_type != FI_AV_UNSPEC ? dom_type : FI_AV_MAP;
+    if (type == FI_AV_UNSPEC)
+      type = dom_type != FI_AV_UNSPEC ? dom_type : api::default_av_type(api_version(dom->fabric));
 
     auto a = std::make_unique<AvFid>();
     a->domain = dom;

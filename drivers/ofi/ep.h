@@ -38,6 +38,8 @@ struct EpBase {
   fid_eq* eq = nullptr;
   uint64_t tx_op_flags = 0, rx_op_flags = 0;
   uint64_t caps = 0;
+  /// Whether receives' source addresses count (api::directed_recv of caps and the API version).
+  bool directed_msg = false, directed_tagged = false;
   uint16_t udp_port_be = 0;  ///< asked for (info->src_addr / fi_setname), 0 = ephemeral
   uint16_t ep_id_be = 0;
   wire::AddrFormat format = wire::AddrFormat::kNative;  ///< what fi_getname writes

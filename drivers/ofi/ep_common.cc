@@ -4,6 +4,7 @@
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_rma.h>
 
+#include "api_version.h"
 #include "ep.h"
 #include "wire/multicast.h"
 
@@ -17,6 +18,9 @@ void ep_base_init(EpBase* e, Domain* dom, const fi_info* info, void* context) no
   if (info->tx_attr) e->tx_op_flags = info->tx_attr->op_flags;
   if (info->rx_attr) e->rx_op_flags = info->rx_attr->op_flags;
   e->format = addr_format_of(info->addr_format);
+  const uint32_t version = api_version(dom->fabric);
+  e->directed_msg = api::directed_recv(e->caps, version, false);
+  e->directed_tagged = api::directed_recv(e->caps, version, true);
   if (auto a = wire::read_address(info->src_addr, info->src_addrlen)) {
     e->udp_port_be = a->udp_port_be;
     e->ep_id_be = a->ep_id_be;

@@ -102,8 +102,10 @@ struct Ops {
     op.buf = b.base;
     op.len = b.len;
     op.context = context;
-    // FI_DIRECTED_RECV makes the source count; without it the source is ignored (fi_msg(3)).
-    if constexpr (T::kAddressed) op.match.src = (e->caps & FI_DIRECTED_RECV) ? src : FI_ADDR_UNSPEC;
+    // FI_DIRECTED_RECV (2.x: also FI_TAGGED_DIRECTED_RECV, FI_EXACT_DIRECTED_RECV) makes the
+    // source count; without it the source is ignored (fi_msg(3)).
+    if constexpr (T::kAddressed)
+      op.match.src = (tagged ? e->directed_tagged : e->directed_msg) ? src : FI_ADDR_UNSPEC;
     op.match.tag = tag;
     op.match.ignore = ignore;
     op.match.tagged = tagged;
