@@ -6,12 +6,12 @@
 namespace dpfab::ofi::api {
 
 uint64_t asked_caps(fi_ep_type type, uint32_t version) noexcept {
-  uint64_t caps = 0;
+  uint64_t caps = type == FI_EP_MSG ? 0 : FI_AV_USER_ID;
 #if DPFAB_FI_HEADERS_AT_LEAST(2, 0)
   if (type == FI_EP_RDM && fi_api::at_least(version, fi_api::kV2))
     caps |= FI_TAGGED_DIRECTED_RECV | FI_EXACT_DIRECTED_RECV;
 #else
-  (void)type, (void)version;
+  (void)version;
 #endif
   return caps;
 }

@@ -15,11 +15,14 @@
 namespace dpfab::ofi::api {
 
 /// Capabilities an entry of `type` grants an application of API `version` only when it asks for
-/// them: for 2.x applications 2.0's FI_TAGGED_DIRECTED_RECV and FI_EXACT_DIRECTED_RECV on
-/// FI_EP_RDM (directed receives: FI_DIRECTED_RECV's, restricted). For 1.x applications those two
-/// bits are an MR flag and FI_VARIABLE_MSG, which dpdk does not offer. FI_TAGGED_MULTI_RECV is
-/// never offered (FI_MULTI_RECV is for untagged receives only).
+/// them: FI_AV_USER_ID where there is an AV (FI_EP_RDM, FI_EP_DGRAM; a domain capability, see
+/// kDomainAskedCaps), and for 2.x applications 2.0's FI_TAGGED_DIRECTED_RECV and
+/// FI_EXACT_DIRECTED_RECV on FI_EP_RDM (directed receives: FI_DIRECTED_RECV's, restricted). For
+/// 1.x applications those two bits are an MR flag and FI_VARIABLE_MSG, which dpdk does not offer.
+/// FI_TAGGED_MULTI_RECV is never offered (FI_MULTI_RECV is for untagged receives only).
 uint64_t asked_caps(fi_ep_type type, uint32_t version) noexcept;
+/// Which of asked_caps() are domain capabilities (domain_attr->caps), not receive ones.
+inline constexpr uint64_t kDomainAskedCaps = FI_AV_USER_ID;
 
 /// Whether a receive's source address counts (fi_msg(3), fi_tagged(3)) on an endpoint with `caps`
 /// of an application of API `version`: FI_DIRECTED_RECV for both kinds of receive; from 2.0 also

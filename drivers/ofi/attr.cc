@@ -145,9 +145,9 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
   // FI_EP_MSG: a passive endpoint named here lends its address to the endpoint opened with the
   // info (fi_endpoint(3)); fabtests fi_msg_sockets does so. As libfabric's util providers do.
   out->handle = hints->handle;
-  // Granted only when asked for, by version (api_version.h).
+  // Granted only when asked for, by version (api_version.h); some of them receive capabilities.
   const uint64_t asked_only = api::asked_caps(out->ep_attr->type, version);
-  const uint64_t asked_rx = asked_only;
+  const uint64_t asked_rx = asked_only & ~api::kDomainAskedCaps;
   const uint64_t caps = caps_of(out->ep_attr->type) | asked_only;
   if (hints->caps & ~caps) return false;
   if (hints->caps) {
@@ -229,7 +229,8 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
           d->mr_mode == fi_api::kMrBasic ? fi_api::kMrBasic : fi_api::kMrScalable;
     }
     if (d->cq_data_size > out->domain_attr->cq_data_size) return false;
-    if (d->caps & ~kDomainCaps) return false;
+    if (d->caps & ~(kDomainCaps | (asked_only & api::kDomainAskedCaps))) return false;
+    out->caps |= d->caps & asked_only;  // FI_AV_USER_ID asked for as a domain capability
     if (!api::domain_hints_ok(*d, version)) return false;
   } else if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
     out->domain_attr->mr_mode = fi_api::kMrScalable;
@@ -240,6 +241,7 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
   }
   // The tx/rx attributes carry the capabilities granted, no more (FI_SOURCE only when asked).
   out->rx_attr->caps |= out->caps & (kAskedCaps | asked_rx);
+  out->domain_attr->caps |= out->caps & asked_only & api::kDomainAskedCaps;
   out->tx_attr->caps &= out->caps;
   out->rx_attr->caps &= out->caps;
   return true;

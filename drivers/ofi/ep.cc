@@ -35,12 +35,12 @@
 namespace dpfab::ofi {
 namespace {
 
-// FI_SOURCE lookups go to the bound address vector.
+// FI_SOURCE lookups go to the bound address vector (and give its user IDs: FI_AV_USER_ID).
 class AvSource final : public proto::SourceLookup {
  public:
   const proto::AddressVector* av = nullptr;
   fi_addr_t reverse(uint32_t ip, uint16_t port, uint16_t ep) const noexcept override {
-    return av ? av->reverse(ip, port, ep) : FI_ADDR_NOTAVAIL;
+    return av ? av->completion_addr(av->reverse(ip, port, ep)) : FI_ADDR_NOTAVAIL;
   }
 };
 
