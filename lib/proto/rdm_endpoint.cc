@@ -413,6 +413,7 @@ void RdmEndpoint::complete(const rdm::Completion& c) noexcept {
     return;
   }
   if (cntr && c.count) cntr->add(1);
+  if (src != FI_ADDR_NOTAVAIL) src = av_->completion_addr(src);  // FI_AV_USER_ID
   if (cq && c.cq && !cq->write(c.context, c.flags, c.len, c.buf, c.data, c.tag, src))
     bump(stats_.cq_overrun);
 }

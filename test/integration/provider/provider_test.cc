@@ -16,6 +16,11 @@ using namespace dpfab::test;
 
 namespace {
 
+// Values libfabric 2.x headers still define but deprecate with a warning at each use.
+constexpr uint64_t kLocalMr = 1ull << 55;  // FI_LOCAL_MR
+constexpr int kMrBasic = 1 << 0;           // FI_MR_BASIC
+constexpr int kMrScalable = 1 << 1;        // FI_MR_SCALABLE
+
 cpu_set_t g_affinity_before_fi;
 
 std::string name_of(const fi_info* i) { return i->domain_attr->name; }
@@ -142,13 +147,13 @@ TEST(Getinfo, NativeRdmFirstAndNoUtilityLayer) {
 TEST(Getinfo, OnlyTheRxdProbeItselfGetsNothing) {
   auto probe = dpdk_hints();
   probe->caps = FI_MSG;
-  probe->mode = FI_LOCAL_MR | FI_CONTEXT | FI_MSG_PREFIX;
+  probe->mode = kLocalMr | FI_CONTEXT | FI_MSG_PREFIX;
   InfoPtr info;
   EXPECT_EQ(getinfo(probe.get(), &info), -FI_ENODATA);
   auto any_mode = dpdk_hints();
   any_mode->mode = ~0ull;
   any_mode->domain_attr->mode = ~0ull;
-  any_mode->domain_attr->mr_mode = ~(FI_MR_BASIC | FI_MR_SCALABLE);
+  any_mode->domain_attr->mr_mode = ~(kMrBasic | kMrScalable);
   any_mode->addr_format = FI_SOCKADDR;
   ASSERT_EQ(getinfo(any_mode.get(), &info), 0);
   ASSERT_TRUE(has_dpdk_entry(info.get()));
@@ -268,11 +273,11 @@ TEST(Getinfo, RejectsForeignAddressesInHints) {
 
 TEST(Getinfo, OldApiVersionGetsAnMrModeItUnderstands) {
   auto h = dpdk_hints();
-  h->domain_attr->mr_mode = FI_MR_BASIC;
+  h->domain_attr->mr_mode = kMrBasic;
   InfoPtr info;
   ASSERT_EQ(getinfo(h.get(), &info, nullptr, nullptr, 0, FI_VERSION(1, 4)), 0);
   ASSERT_NE(first_dpdk(info.get()), nullptr);
-  EXPECT_EQ(first_dpdk(info.get())->domain_attr->mr_mode, FI_MR_BASIC);
+  EXPECT_EQ(first_dpdk(info.get())->domain_attr->mr_mode, kMrBasic);
 }
 
 TEST(Fabric, OpenDomainOnEveryPortAndClose) {
