@@ -4,7 +4,7 @@
 # Runs libfabric's fabtests (the conformance suite) against this build's provider: the unit tests,
 # and the client/server tests as two processes over one net_memif link. fabtests are not in
 # Debian: build them yourself from a libfabric source checkout of the same version as the system
-# libfabric (see the README, "Conformance"); this script only runs them.
+# libfabric (see doc/conformance.md, "Building fabtests 1.17"); this script only runs them.
 #   scripts/fabtests.sh [--build DIR] [FABTESTS_BIN]   (default build, /opt/fabtests/bin)
 # --build DIR takes the plugin of another build folder: scripts/compat.sh runs a newer
 # libfabric's fabtests against a build made with that libfabric (put its lib/ on
@@ -245,7 +245,7 @@ unit fi_cntr_test
 # them and answers ARP. (fabtests 1.17's av_good_2vector_async expects the count back from an
 # FI_EVENT insertion; fi_av(3) and libfabric's own util AV return 0: that case fails, and the
 # completion it leaves on the shared EQ fails the asynchronous cases after it. With that check
-# changed to 0 in unit/av_test.c every case passes. See the README, "Conformance".)
+# changed to 0 in unit/av_test.c every case passes. See doc/conformance.md, "What fails and why".)
 if [ "$(id -u)" -eq 0 ]; then
   for e in dgram rdm; do
     (

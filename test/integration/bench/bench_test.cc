@@ -2,8 +2,8 @@
 //
 // dpfab-bench end to end: one brief run of every waiting mode and workload with -p dpdk and
 // -p udp (two processes per provider over their own memif link / loopback), then checks of what
-// the README promises: every record carries the documented fields, no mode is skipped silently
-// (an unsupported one carries its error), and every supported mode produced figures.
+// doc/benchmark.md promises: every record carries the documented fields, no mode is skipped
+// silently (an unsupported one carries its error), and every supported mode produced figures.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -18,7 +18,7 @@ using nlohmann::json;
 
 namespace {
 
-// The record fields as documented in the README ("dpfab-bench" section).
+// The record fields as documented in doc/benchmark.md ("JSON schema").
 const char* const kDocumentedFields[] = {
     "workload",    "provider",     "prov_name",       "fabric",         "domain",
     "ep_type",     "mode",         "wait_on",         "size",           "status",

@@ -918,7 +918,7 @@ TEST(CqWaitFd, FdReadableAfterAWriteToAnArmedCqAndOnlyThen) {
 }
 
 // fi_trywait: "-FI_EAGAIN ... the application should ... read the CQ"; FI_SUCCESS when blocking
-// on the wait object is safe. The arm drains the signal before it checks (DESIGN.md C1).
+// on the wait object is safe. The arm drains the signal before it checks (doc/design.md, step C1).
 TEST(CqWaitFd, TryArmIsBusyWhenNotEmptyAndDrainsTheFdWhenEmpty) {
   auto cq = make_cq({}, SignalKind::kEventFd);
   int fd = cq->signal()->export_fd();  // what FI_GETWAIT hands out
