@@ -18,8 +18,4 @@ int run_server(const Options& opts, const std::string& oob_path);
 /// exit code.
 int run_client(const Options& opts, const std::string& oob_path, int events_fd);
 
-/// The record fields every record carries (the JSON schema, in order), for CSV and checks.
-extern const char* const kRecordFields[];
-extern const size_t kRecordFieldCount;
-
 }  // namespace dpfab::bench

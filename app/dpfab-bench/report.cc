@@ -10,7 +10,7 @@
 #include <map>
 #include <set>
 
-#include "peer.h"
+#include "record.h"
 
 namespace dpfab::bench {
 
