@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -35,6 +36,7 @@
 
 #include "common.h"
 #include "peer.h"
+#include "record.h"
 #include "report.h"
 
 using namespace dpfab::bench;
@@ -263,10 +265,13 @@ struct ProviderRun {
   std::vector<json> records;
 };
 
-// Runs the server and client of one provider and collects the client's events.
+// Runs the server and client of one provider and collects the client's events. `exe` is this
+// program (the libfabric peers), or for the raw-port floor the dpfab-bench-floor helper, which
+// also gets `extra` arguments.
 ProviderRun run_provider(const Options& o, const std::string& provider, const std::string& exe,
                          const std::string& rundir, const std::string& base, double stall_s,
-                         const Netns* netns, Progress& progress) {
+                         const Netns* netns, Progress& progress,
+                         const std::vector<std::string>& extra = {}) {
   ProviderRun run;
   Options po = o;
   po.providers = {provider};
@@ -303,12 +308,13 @@ ProviderRun run_provider(const Options& o, const std::string& provider, const st
     run.info["error"] = std::string("pipe: ") + std::strerror(errno);
     return run;
   }
-  pid_t server = spawn(exe, {"--role", "server", "--oob", oob, "--peer-config", cfg}, server_env,
-                       slog, -1, netns ? netns->ns[0] : "");
-  pid_t client = spawn(exe,
-                       {"--role", "client", "--oob", oob, "--peer-config", cfg, "--events-fd",
-                        std::to_string(ev[1])},
-                       client_env, clog, ev[1], netns ? netns->ns[1] : "");
+  std::vector<std::string> sargs = {"--role", "server", "--oob", oob, "--peer-config", cfg};
+  std::vector<std::string> cargs = {
+      "--role", "client", "--oob", oob, "--peer-config", cfg, "--events-fd", std::to_string(ev[1])};
+  sargs.insert(sargs.end(), extra.begin(), extra.end());
+  cargs.insert(cargs.end(), extra.begin(), extra.end());
+  pid_t server = spawn(exe, sargs, server_env, slog, -1, netns ? netns->ns[0] : "");
+  pid_t client = spawn(exe, cargs, client_env, clog, ev[1], netns ? netns->ns[1] : "");
   close(ev[1]);
   std::string buf, error;
   int64_t last = now_ns();
@@ -376,11 +382,103 @@ ProviderRun run_provider(const Options& o, const std::string& provider, const st
   return run;
 }
 
+// ---- the raw-port floor (dpfab-bench-floor) -----------------------------------------------------
+
+// The floor's provider name in records: raw frames over a memif link of its own, measured next to
+// the dpdk pair (doc/benchmark.md, "The raw-port floor").
+constexpr const char* kFloor = "memif-floor";
+
+// How this run measures the floor: over a memif link of its own when the dpdk pair runs over one
+// (with the dpdk link's MTU), or why not (its records are then `unsupported` with that reason).
+struct FloorPlan {
+  bool run = false;
+  std::string why_not;
+  std::string exe;      // dpfab-bench-floor, next to this program
+  std::string devargs;  // the helper's memif devargs (its role aside)
+  unsigned mtu = 9000;  // dpfab's default for memif ports (fi_dpdk(7), mtu=)
+};
+
+// The value of `key` in a "name,key=value,..." port spec ("" when absent).
+std::string spec_arg(const std::string& spec, const std::string& key) {
+  size_t at = 0;
+  while ((at = spec.find(key + "=", at)) != std::string::npos) {
+    if (at > 0 && spec[at - 1] == ',') {
+      size_t start = at + key.size() + 1;
+      return spec.substr(start, spec.find(',', start) - start);
+    }
+    at += key.size();
+  }
+  return "";
+}
+
+FloorPlan plan_floor(const Options& o, const std::string& exe_dir, const std::string& rundir,
+                     const std::string& netns_pmd) {
+  FloorPlan f;
+  const char* env = std::getenv("FI_DPDK_PORTS");
+  const std::string spec = !o.dpdk_ports.empty() ? o.dpdk_ports : env ? env : "";
+  if (!netns_pmd.empty()) {
+    f.why_not = "dpdk runs on net_" + netns_pmd +
+                " in two network namespaces (--netns): the raw floor is measured on a memif link";
+  } else if (!o.dpdk_client_ports.empty()) {
+    f.why_not =
+        "dpdk runs on two ports of this machine (--dpdk-client-ports): the raw floor is "
+        "measured on a memif link";
+  } else if (!spec.empty() &&
+             (spec.rfind("net_memif", 0) != 0 || spec.find(';') != std::string::npos)) {
+    f.why_not = "dpdk runs on " + spec +
+                ", not on one memif link: the raw floor is measured on a memif link";
+  } else {
+    f.exe = exe_dir + "/dpfab-bench-floor";
+    if (access(f.exe.c_str(), X_OK) != 0) {
+      f.why_not = "no dpfab-bench-floor next to dpfab-bench (" + f.exe + ")";
+    } else {
+      f.run = true;
+      f.devargs = "socket-abstract=no,socket=" + rundir + "/floor.sock";
+      if (std::string m = spec_arg(spec, "mtu"); !m.empty()) {
+        f.mtu = static_cast<unsigned>(std::strtoul(m.c_str(), nullptr, 10));
+        if (f.mtu < 576 || f.mtu > 9000)
+          f.run = false, f.why_not = "dpdk's mtu=" + m + " is not valid";
+      }
+    }
+  }
+  return f;
+}
+
+// Records of a floor that does not run: one per workload and size, `unsupported` with the reason.
+std::vector<json> floor_unsupported(const Options& o, const std::string& why) {
+  std::vector<json> out;
+  for (const auto& w : o.workloads)
+    for (auto size : o.sizes)
+      out.push_back(
+          failed_record(CaseKey{w, kFloor, "net_memif", "", "", "raw", "spin", "none", size},
+                        "unsupported", why));
+  return out;
+}
+
+// over_floor_us of every dpdk record that has a floor record of the same workload and size in
+// the run: its p50 latency minus the floor's ("floor + provider").
+void add_over_floor(json& records) {
+  std::map<std::pair<std::string, uint64_t>, double> floor;
+  for (const auto& r : records)
+    if (r.value("provider", "") == kFloor && r.value("status", "") == "ok" &&
+        r["lat_p50_us"].is_number())
+      floor[{r.value("workload", ""), r.value("size", uint64_t{0})}] =
+          r["lat_p50_us"].get<double>();
+  for (auto& r : records) {
+    if (r.value("provider", "") != "dpdk" || !r.contains("lat_p50_us") ||
+        !r["lat_p50_us"].is_number())
+      continue;
+    auto it = floor.find({r.value("workload", ""), r.value("size", uint64_t{0})});
+    if (it != floor.end()) r["over_floor_us"] = r["lat_p50_us"].get<double>() - it->second;
+  }
+}
+
 int report(const json& doc, const std::string& base, const std::string& plot, bool table,
            bool write_json);
 
 int orchestrate(const Options& o, const std::string& out_dir, std::string name,
-                const std::string& plot, double stall_s, bool table, const std::string& netns_pmd) {
+                const std::string& plot, double stall_s, bool table, const std::string& netns_pmd,
+                bool floor_on) {
   std::string exe = self_exe();
   std::string exe_dir = exe.substr(0, exe.rfind('/'));
   if (!std::getenv("FI_PROVIDER_PATH")) {
@@ -424,7 +522,7 @@ int orchestrate(const Options& o, const std::string& out_dir, std::string name,
 
   json doc;
   doc["tool"] = "dpfab-bench";
-  doc["schema_version"] = 1;
+  doc["schema_version"] = 2;
   doc["started"] = iso_now();
   utsname u{};
   uname(&u);
@@ -438,12 +536,32 @@ int orchestrate(const Options& o, const std::string& out_dir, std::string name,
   doc["host"]["loadavg_start"] = loadavg();
   doc["options"] = o;
   doc["options"]["netns"] = netns_pmd;
+  doc["options"]["floor"] = floor_on;
   doc["providers"] = json::object();
   json records = json::array();
+  const bool with_dpdk =
+      std::find(o.providers.begin(), o.providers.end(), "dpdk") != o.providers.end();
+  FloorPlan floor;
+  if (floor_on && with_dpdk) floor = plan_floor(o, exe_dir, rundir, netns_pmd);
   Progress progress;
-  progress.providers_total = o.providers.size();
+  progress.providers_total = o.providers.size() + (floor.run ? 1 : 0);
   int64_t t0 = now_ns();
   for (const auto& p : o.providers) {
+    if (p == "dpdk" && floor_on) {
+      // The raw-port floor, just before the dpdk pair: the same link type, the same sizes.
+      if (floor.run) {
+        ProviderRun fr =
+            run_provider(o, kFloor, floor.exe, rundir, base, stall_s, nullptr, progress,
+                         {"--memif", floor.devargs, "--mtu", std::to_string(floor.mtu)});
+        fr.info["memif"] = floor.devargs;
+        fr.info["mtu"] = floor.mtu;
+        doc["providers"][kFloor] = fr.info;
+        for (auto& r : fr.records) records.push_back(std::move(r));
+      } else {
+        doc["providers"][kFloor] = {{"skipped", floor.why_not}};
+        for (auto& r : floor_unsupported(o, floor.why_not)) records.push_back(std::move(r));
+      }
+    }
     ProviderRun run =
         run_provider(o, p, exe, rundir, base, stall_s, netns ? &*netns : nullptr, progress);
     doc["providers"][p] = run.info;
@@ -454,6 +572,7 @@ int orchestrate(const Options& o, const std::string& out_dir, std::string name,
   rmdir(rundir.c_str());
   doc["elapsed_s"] = static_cast<double>(now_ns() - t0) * 1e-9;
   doc["host"]["loadavg_end"] = loadavg();
+  add_over_floor(records);
   doc["records"] = records;
   return report(doc, base, plot, table, true);
 }
@@ -520,7 +639,7 @@ int main(int argc, char** argv) {
   std::string role, oob, peer_config;
   int events_fd = -1;
   double stall_s = 60;
-  bool no_table = false;
+  bool no_table = false, no_floor = false;
   std::string netns, from_json;
   app.add_option("-p,--providers", o.providers, "providers to compare")
       ->delimiter(',')
@@ -577,6 +696,8 @@ int main(int argc, char** argv) {
   app.add_option("--stall-s", stall_s, "kill a provider's pair after this long without progress")
       ->capture_default_str();
   app.add_flag("--no-table", no_table, "do not print the table");
+  app.add_flag("--no-floor", no_floor,
+               "do not measure the raw-port floor (raw memif frames, next to the dpdk pair)");
   app.add_option("--from-json", from_json,
                  "measure nothing: print the table of a run's JSON file and write its CSV and "
                  "plots next to it")
@@ -626,5 +747,5 @@ int main(int argc, char** argv) {
   if (o.duration_s <= 0 || o.iterations == 0 || o.timeout_ms <= 0)
     return std::fprintf(stderr, "dpfab-bench: duration, iterations and timeout must be > 0\n"), 2;
   signal(SIGPIPE, SIG_IGN);
-  return orchestrate(o, out_dir, name, plot, stall_s, !no_table, netns);
+  return orchestrate(o, out_dir, name, plot, stall_s, !no_table, netns, !no_floor);
 }

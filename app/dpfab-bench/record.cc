@@ -7,14 +7,16 @@
 namespace dpfab::bench {
 
 const char* const kRecordFields[] = {
-    "workload",    "provider",     "prov_name",       "fabric",         "domain",
-    "ep_type",     "mode",         "wait_on",         "size",           "status",
-    "error",       "latency_kind", "iterations",      "messages",       "lost",
-    "duration_s",  "lat_min_us",   "lat_p50_us",      "lat_p90_us",     "lat_p99_us",
-    "lat_p999_us", "lat_max_us",   "lat_mean_us",     "msg_rate",       "bandwidth_mbps",
-    "cpu_user_s",  "cpu_sys_s",    "cpu_s",           "cpu_us_per_msg", "vcsw",
-    "ivcsw",       "wakeups",      "wakeups_per_msg", "missed_wakeups", "os_wakeups_per_msg",
-    "client",      "server",       "cdf_us"};
+    "workload",    "provider",        "prov_name",      "fabric",
+    "domain",      "ep_type",         "mode",           "wait_on",
+    "size",        "status",          "error",          "latency_kind",
+    "iterations",  "messages",        "lost",           "duration_s",
+    "lat_min_us",  "lat_p50_us",      "lat_p90_us",     "lat_p99_us",
+    "lat_p999_us", "lat_max_us",      "lat_mean_us",    "over_floor_us",
+    "msg_rate",    "bandwidth_mbps",  "cpu_user_s",     "cpu_sys_s",
+    "cpu_s",       "cpu_us_per_msg",  "vcsw",           "ivcsw",
+    "wakeups",     "wakeups_per_msg", "missed_wakeups", "os_wakeups_per_msg",
+    "client",      "server",          "cdf_us"};
 const size_t kRecordFieldCount = sizeof(kRecordFields) / sizeof(kRecordFields[0]);
 
 // ---- statistics -------------------------------------------------------------------------------

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "record.h"
 
@@ -78,12 +79,12 @@ void print_table(FILE* out, const json& records) {
                            : w == "stream" ? "time of one window (send to credit)"
                                            : "one-way wake-up after an idle gap";
         std::fprintf(out, "\n== %s (latency in us: %s)\n", std::string(w).c_str(), kind);
-        std::fprintf(out, "%-14s %-12s %6s %8s %8s %8s %8s %8s %9s %8s %7s %7s %7s %6s\n",
+        std::fprintf(out, "%-16s %-12s %6s %8s %8s %8s %8s %8s %9s %8s %7s %7s %7s %6s\n",
                      "provider/ep", "mode", "size", "p50", "p90", "p99", "p99.9", "max", "msg/s",
                      "cpu_us/m", "vcsw", "ivcsw", "wakeups", "missed");
         header = true;
       }
-      std::fprintf(out, "%-14s %-12s %6llu ", group_name(r).c_str(), mode_label(r).c_str(),
+      std::fprintf(out, "%-16s %-12s %6llu ", group_name(r).c_str(), mode_label(r).c_str(),
                    static_cast<unsigned long long>(r.value("size", uint64_t{0})));
       if (!r["lat_p50_us"].is_number()) {
         std::fprintf(out, "%s: %s\n", r.value("status", "").c_str(),
@@ -113,7 +114,72 @@ void print_table(FILE* out, const json& records) {
                  "was ready: the latency is that bound, not the mode's (doc/benchmark.md).\n");
 }
 
+namespace {
+
+constexpr const char* kFloor = "memif-floor";
+
+// "1.21 (+0.41)": a dpdk figure and what it adds to the floor's.
+std::string over_cell(const json* r, const json* floor) {
+  if (!r || !(*r)["lat_p50_us"].is_number()) return "-";
+  std::string cell = num((*r)["lat_p50_us"]);
+  if (floor && (*floor)["lat_p50_us"].is_number()) {
+    char b[32];
+    std::snprintf(b, sizeof(b), " (%+.2f)",
+                  (*r)["lat_p50_us"].get<double>() - (*floor)["lat_p50_us"].get<double>());
+    cell += b;
+  }
+  return cell;
+}
+
+// dpdk over the raw-port floor measured in the same run: for each workload the floor ran and
+// each size, the floor's p50 and, per dpdk endpoint type and mode, its p50 and what it adds.
+void print_floor(FILE* out, const json& records) {
+  // (workload, size) -> floor record; (workload, size, mode) -> ep type -> dpdk record.
+  std::map<std::pair<std::string, uint64_t>, const json*> floor;
+  std::map<std::tuple<std::string, uint64_t, std::string>, std::map<std::string, const json*>> dpdk;
+  std::set<std::string> why_not;
+  for (const auto& r : records) {
+    const std::string w = r.value("workload", "");
+    const uint64_t size = r.value("size", uint64_t{0});
+    if (r.value("provider", "") == kFloor) {
+      if (ok(r))
+        floor[{w, size}] = &r;
+      else if (!r.value("error", "").empty() && w != "wakeup")
+        why_not.insert(r.value("status", "") + ": " + r.value("error", ""));
+    } else if (r.value("provider", "") == "dpdk" && ok(r) && w != "wakeup") {
+      dpdk[{w, size, mode_label(r)}][r.value("ep_type", "")] = &r;
+    }
+  }
+  if (floor.empty()) {
+    for (const auto& e : why_not)
+      std::fprintf(out, "\n== raw-port floor (%s): %s\n", kFloor, e.c_str());
+    return;
+  }
+  std::fprintf(out,
+               "\n== dpdk over the raw-port floor (%s: raw frames over memif, same run), p50 us "
+               "and (dpdk - floor)\n",
+               kFloor);
+  std::fprintf(out, "%-9s %7s %-12s %9s  %-17s %-17s %-17s\n", "workload", "size", "mode", "floor",
+               "dpdk/dgram", "dpdk/rdm", "dpdk/msg");
+  for (const auto& [key, eps] : dpdk) {
+    const auto& [w, size, mode] = key;
+    auto f = floor.find({w, size});
+    if (f == floor.end()) continue;
+    auto at = [&](const char* ep) -> const json* {
+      auto it = eps.find(ep);
+      return it == eps.end() ? nullptr : it->second;
+    };
+    std::fprintf(out, "%-9s %7llu %-12s %9s  %-17s %-17s %-17s\n", w.c_str(),
+                 static_cast<unsigned long long>(size), mode.c_str(),
+                 num((*f->second)["lat_p50_us"]).c_str(), over_cell(at("dgram"), f->second).c_str(),
+                 over_cell(at("rdm"), f->second).c_str(), over_cell(at("msg"), f->second).c_str());
+  }
+}
+
+}  // namespace
+
 void print_comparison(FILE* out, const json& records) {
+  print_floor(out, records);
   uint64_t size = first_size(records);
   for (std::string w : {"pingpong", "wakeup"}) {
     // (group, mode) -> record, for this workload and size.
@@ -123,7 +189,7 @@ void print_comparison(FILE* out, const json& records) {
       if (r.value("workload", "") != w || r.value("size", uint64_t{0}) != size || !ok(r)) continue;
       at[{group_name(r), mode_label(r)}] = &r;
       std::string g = group_name(r);
-      if (r.value("provider", "") != "dpdk" &&
+      if (r.value("provider", "") != "dpdk" && r.value("provider", "") != kFloor &&
           std::find(others.begin(), others.end(), g) == others.end())
         others.push_back(g);
     }

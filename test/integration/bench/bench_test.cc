@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -20,14 +21,16 @@ namespace {
 
 // The record fields as documented in doc/benchmark.md ("JSON schema").
 const char* const kDocumentedFields[] = {
-    "workload",    "provider",     "prov_name",       "fabric",         "domain",
-    "ep_type",     "mode",         "wait_on",         "size",           "status",
-    "error",       "latency_kind", "iterations",      "messages",       "lost",
-    "duration_s",  "lat_min_us",   "lat_p50_us",      "lat_p90_us",     "lat_p99_us",
-    "lat_p999_us", "lat_max_us",   "lat_mean_us",     "msg_rate",       "bandwidth_mbps",
-    "cpu_user_s",  "cpu_sys_s",    "cpu_s",           "cpu_us_per_msg", "vcsw",
-    "ivcsw",       "wakeups",      "wakeups_per_msg", "missed_wakeups", "os_wakeups_per_msg",
-    "client",      "server",       "cdf_us"};
+    "workload",    "provider",        "prov_name",      "fabric",
+    "domain",      "ep_type",         "mode",           "wait_on",
+    "size",        "status",          "error",          "latency_kind",
+    "iterations",  "messages",        "lost",           "duration_s",
+    "lat_min_us",  "lat_p50_us",      "lat_p90_us",     "lat_p99_us",
+    "lat_p999_us", "lat_max_us",      "lat_mean_us",    "over_floor_us",
+    "msg_rate",    "bandwidth_mbps",  "cpu_user_s",     "cpu_sys_s",
+    "cpu_s",       "cpu_us_per_msg",  "vcsw",           "ivcsw",
+    "wakeups",     "wakeups_per_msg", "missed_wakeups", "os_wakeups_per_msg",
+    "client",      "server",          "cdf_us"};
 const char* const kSideFields[] = {"cpu_user_s", "cpu_sys_s", "vcsw",
                                    "ivcsw",      "wakeups",   "missed_wakeups"};
 const char* const kModes[] = {"spin",    "sread", "fd",    "pollfd", "waitset",
@@ -89,11 +92,12 @@ std::string label(const json& r) {
 
 TEST_F(BenchTest, TheDocumentTopLevelHasToolHostOptionsProvidersAndRecords) {
   EXPECT_EQ(doc_.value("tool", ""), "dpfab-bench");
-  EXPECT_EQ(doc_.value("schema_version", 0), 1);
+  EXPECT_EQ(doc_.value("schema_version", 0), 2);
   for (const char* k : {"host", "options", "providers", "started", "elapsed_s"})
     EXPECT_TRUE(doc_.contains(k)) << k;
   EXPECT_TRUE(doc_["providers"].contains("dpdk"));
   EXPECT_TRUE(doc_["providers"].contains("udp"));
+  EXPECT_TRUE(doc_["providers"].contains("memif-floor")) << "dpdk over its own memif link";
   EXPECT_EQ(doc_["providers"]["dpdk"]["offered"].value("dgram", ""), "dpdk")
       << "the dpdk provider's own entry, not a layered dpdk;ofi_rxd one";
 }
@@ -157,7 +161,9 @@ TEST_F(BenchTest, EverySupportedModeProducedFigures) {
     ok++;
     SCOPED_TRACE(label(r));
     for (const char* k : kDocumentedFields)
-      EXPECT_FALSE(r[k].is_null()) << k << " is null in an ok record";
+      if (std::string(k) != "over_floor_us") {  // dpdk records only: TheRawPortFloor...
+        EXPECT_FALSE(r[k].is_null()) << k << " is null in an ok record";
+      }
     EXPECT_GT(r["iterations"].get<uint64_t>(), 0u);
     EXPECT_GT(r["messages"].get<uint64_t>(), 0u);
     EXPECT_GT(r["duration_s"].get<double>(), 0);
@@ -196,6 +202,41 @@ TEST_F(BenchTest, EverySupportedModeProducedFigures) {
     }
   }
   EXPECT_GE(ok, 54) << "all of dpdk's 9 modes x 3 workloads x (cq, cntr) at least";
+}
+
+// dpdk runs over a memif link of its own: the run measures raw memif frames between two processes
+// next to it (dpfab-bench-floor), reported as provider memif-floor with the same fields, and every
+// dpdk ping-pong and stream record says what it adds to that floor (over_floor_us).
+TEST_F(BenchTest, TheRawPortFloorIsMeasuredInTheSameRunAndEveryDpdkFigureReadsAsFloorPlus) {
+  std::map<std::string, const json*> floor;  // workload -> record
+  for (const auto& r : doc_["records"])
+    if (r.value("provider", "") == "memif-floor") floor[r.value("workload", "")] = &r;
+  for (const char* w : kWorkloads) ASSERT_TRUE(floor.count(w)) << "no floor record for " << w;
+  for (const char* w : {"pingpong", "stream"}) {
+    const json& f = *floor[w];
+    EXPECT_EQ(f.value("status", ""), "ok") << f.value("error", "");
+    EXPECT_EQ(f.value("ep_type", ""), "raw");
+    EXPECT_EQ(f.value("mode", ""), "spin");
+    EXPECT_GT(f["lat_p50_us"].get<double>(), 0);
+    EXPECT_TRUE(f["over_floor_us"].is_null());
+  }
+  EXPECT_EQ(floor["wakeup"]->value("status", ""), "unsupported") << "nothing sleeps in the floor";
+  EXPECT_FALSE(floor["wakeup"]->value("error", "").empty());
+  int dpdk = 0;
+  for (const auto& r : doc_["records"]) {
+    if (r.value("status", "") != "ok") continue;
+    const std::string w = r.value("workload", "");
+    const bool over = r.value("provider", "") == "dpdk" && w != "wakeup";
+    EXPECT_EQ(r["over_floor_us"].is_number(), over) << label(r);
+    if (!over) continue;
+    dpdk++;
+    EXPECT_NEAR(r["over_floor_us"].get<double>(),
+                r["lat_p50_us"].get<double>() - (*floor[w])["lat_p50_us"].get<double>(), 1e-9)
+        << label(r);
+  }
+  EXPECT_GE(dpdk, 36) << "dpdk's 9 modes x (pingpong, stream) x (cq, cntr) at least";
+  EXPECT_NE(stdout_.find("== dpdk over the raw-port floor (memif-floor"), std::string::npos)
+      << stdout_;
 }
 
 TEST_F(BenchTest, TheRunWritesJsonCsvAndPlotsAndSaysWhereTheyWent) {
