@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// hot-parts: the pieces of the per-message path, one at a time, without EAL (Google Benchmark;
+// never a timed test). Each pairs what the data path does today with the cheaper variant a cut
+// would use, measured in the same run, so that a cut can be proven piece by piece before the
+// whole path is measured again (hot-path, dpfab-bench):
+//   - frame headers: encode_frame (the full encoder: every field, both checksums), encode_mbuf
+//     without the UDP checksum (what DGRAM sends do on memif and ring) against
+//     HeaderTemplate::write (prepared headers, what RDM sends use there), for a 64-byte message
+//     in a DGRAM and in an RDM frame;
+//   - decoding a 64-byte RDM frame: decode_frame (Ethernet/IPv4/UDP/dpfab checks) and
+//     decode_rdm (the RDM header), as a poll step does per frame;
+//   - a completion through the CQ: write into the ring then read (what a send completion costs,
+//     and a receive completion that another thread's poll step made) against the direct hand-off
+//     of progress_and_read (a completion made by the reader's own poll step);
+//   - the synchronisation on the path: a SpinLock lock/unlock (endpoint core, port TX, CQ
+//     consumer: one xchg each), a locked add (fetch_add on a statistics counter) against
+//     common/counter.h's bump (load and store), the producer's fence of Waitable::notify.
+// Instruction counts of the same loops: `valgrind --tool=callgrind build/test/perf/hot-parts
+// --benchmark_filter=... --benchmark_min_time=0.01`.
+#include <benchmark/benchmark.h>
+#include <rte_mbuf.h>
+
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <memory>
+
+#include "common/counter.h"
+#include "common/fence.h"
+#include "common/spinlock.h"
+#include "event/cq.h"
+#include "wait/waitable.h"
+#include "wire/decoder.h"
+#include "wire/encoder.h"
+#include "wire/format.h"
+#include "wire/rdm.h"
+
+namespace {
+
+using namespace dpfab;
+
+// ---- frame headers
+// --------------------------------------------------------------------------------
+
+wire::Route route() {
+  wire::Route r;
+  const uint8_t a[6] = {0x02, 0x64, 0x70, 1, 2, 3}, b[6] = {0x02, 0x64, 0x70, 4, 5, 6};
+  std::memcpy(r.src_mac.addr_bytes, a, 6);
+  std::memcpy(r.dst_mac.addr_bytes, b, 6);
+  r.src_ip_be = __builtin_bswap32(0x0a000001);
+  r.dst_ip_be = __builtin_bswap32(0x0a000002);
+  r.src_port_be = __builtin_bswap16(49152);
+  r.dst_port_be = __builtin_bswap16(49153);
+  return r;
+}
+
+wire::RdmHeader eager_header(uint32_t seq) {
+  wire::RdmHeader h;
+  h.kind = wire::RdmKind::kEager;
+  h.epoch = 7;
+  h.seq = seq;
+  h.ack = seq;
+  h.window = 64;
+  h.msg_id = 1;
+  h.length = 64;
+  return h;
+}
+
+constexpr size_t kMsg = 64;
+
+// A DGRAM frame of a 64-byte message, headers by the full encoder (DgramEndpoint::send).
+void BM_Encode_Dgram_Full(benchmark::State& st) {
+  alignas(64) std::array<uint8_t, wire::kOverhead + kMsg> f{};
+  const wire::Route r = route();
+  wire::Header h;
+  h.type = wire::Type::kData;
+  uint16_t id = 0;
+  for (auto _ : st) {
+    benchmark::DoNotOptimize(wire::encode_frame(f, r, h, id++));
+    benchmark::ClobberMemory();
+  }
+}
+// The same frame from prepared headers (no UDP checksum: memif and ring ports).
+void BM_Encode_Dgram_Template(benchmark::State& st) {
+  alignas(64) std::array<uint8_t, wire::kOverhead + kMsg> f{};
+  const wire::Route r = route();
+  wire::Header h;
+  h.type = wire::Type::kData;
+  wire::HeaderTemplate t;
+  if (t.init(r, h) != 0) st.SkipWithError("HeaderTemplate::init");
+  uint16_t id = 0;
+  for (auto _ : st) {
+    t.write(f.data(), r.dst_mac.addr_bytes, kMsg, id++);
+    benchmark::ClobberMemory();
+  }
+}
+// What DgramEndpoint::send does on memif and ring today: encode_mbuf with no UDP checksum (every
+// header field written, the IPv4 checksum computed), on an mbuf that lives on the stack (no EAL:
+// prepend touches only the mbuf's own fields).
+void BM_Encode_Dgram_Mbuf(benchmark::State& st) {
+  alignas(64) uint8_t buf[RTE_PKTMBUF_HEADROOM + wire::kOverhead + kMsg] = {};
+  rte_mbuf m{};
+  m.buf_addr = buf;
+  m.buf_len = sizeof(buf);
+  m.nb_segs = 1;
+  const wire::Route r = route();
+  wire::Header h;
+  h.type = wire::Type::kData;
+  wire::TxChecksumCaps caps;
+  caps.udp_none = true;
+  uint16_t id = 0;
+  for (auto _ : st) {
+    m.data_off = RTE_PKTMBUF_HEADROOM;
+    m.data_len = kMsg;
+    m.pkt_len = kMsg;
+    benchmark::DoNotOptimize(wire::encode_mbuf(&m, r, h, id++, caps));
+    benchmark::ClobberMemory();
+  }
+}
+// An RDM frame of a 64-byte eager message as RdmEndpoint::transmit writes it on memif: template
+// headers, the 64-byte RDM header, the data.
+void BM_Encode_Rdm_Template(benchmark::State& st) {
+  alignas(64) std::array<uint8_t, wire::kOverhead + wire::kRdmHeaderLen + kMsg> f{};
+  const uint8_t data[kMsg] = {1};
+  const wire::Route r = route();
+  wire::HeaderTemplate t;
+  if (t.init(r, wire::rdm_outer_header(0, 0, 0)) != 0) st.SkipWithError("HeaderTemplate::init");
+  uint32_t seq = 0;
+  for (auto _ : st) {
+    const wire::RdmHeader h = eager_header(seq++);
+    t.write(f.data(), r.dst_mac.addr_bytes, wire::kRdmHeaderLen + kMsg, static_cast<uint16_t>(seq));
+    wire::write_rdm_header(f.data() + wire::kOverhead, h);
+    std::memcpy(f.data() + wire::kOverhead + wire::kRdmHeaderLen, data, kMsg);
+    benchmark::ClobberMemory();
+  }
+}
+
+// ---- decoding
+// ---------------------------------------------------------------------------------------
+
+void BM_Decode_Rdm(benchmark::State& st) {
+  alignas(64) std::array<uint8_t, wire::kOverhead + wire::kRdmHeaderLen + kMsg> f{};
+  const wire::Route r = route();
+  if (wire::encode_rdm({f.data() + wire::kOverhead, wire::kRdmHeaderLen + kMsg}, eager_header(1),
+                       kMsg) < 0 ||
+      wire::encode_frame(f, r, wire::rdm_outer_header(0, 0, 0), 1) != 0)
+    st.SkipWithError("encode");
+  // As memif frames: no UDP checksum (the decoder skips a zero one).
+  f[wire::kUdpOffset + 6] = f[wire::kUdpOffset + 7] = 0;
+  wire::DecodeStats ds;
+  wire::RdmDecodeStats rs;
+  for (auto _ : st) {
+    wire::Frame fr;
+    if (wire::decode_frame(f, &fr, ds) != wire::Verdict::kData) st.SkipWithError("decode_frame");
+    wire::RdmHeader h;
+    std::span<const uint8_t> data;
+    benchmark::DoNotOptimize(
+        wire::decode_rdm(fr.header, {fr.payload, fr.payload_len}, &h, &data, rs));
+    benchmark::DoNotOptimize(h);
+  }
+}
+
+// ---- a completion through the CQ ----------------------------------------------------------------
+
+std::unique_ptr<event::Cq> make_cq() {
+  event::CqConfig cfg;
+  cfg.size = 256;
+  cfg.format = FI_CQ_FORMAT_MSG;
+  auto cq = event::Cq::create(cfg, nullptr);
+  if (!cq) std::abort();
+  return std::move(cq.value());
+}
+
+// write (the ring: RTS enqueue, notify's fence) then read (zero-copy dequeue under the consumer
+// SpinLock): every send completion, and receive completions another thread's step made.
+void BM_Cq_RingWriteRead(benchmark::State& st) {
+  auto cq = make_cq();
+  int ctx;
+  for (auto _ : st) {
+    cq->write(&ctx, FI_SEND | FI_MSG, kMsg);
+    fi_cq_msg_entry e;
+    benchmark::DoNotOptimize(cq->read(&e, 1, nullptr));
+  }
+}
+
+// The reader's own poll step completes an operation: progress_and_read takes it straight into
+// the caller's buffer (no ring, no notify).
+struct WritingSource final : wait::ProgressSource {
+  event::Cq* cq = nullptr;
+  int ctx = 0;
+  size_t progress() noexcept override {
+    cq->write(&ctx, FI_RECV | FI_MSG, kMsg);
+    return 1;
+  }
+};
+void BM_Cq_DirectHandoff(benchmark::State& st) {
+  auto cq = make_cq();
+  WritingSource src;
+  src.cq = cq.get();
+  cq->set_progress(&src);
+  for (auto _ : st) {
+    fi_cq_msg_entry e;
+    benchmark::DoNotOptimize(cq->progress_and_read(&e, 1, nullptr));
+  }
+}
+// An empty read (a spinning reader's unit, without the poll step).
+void BM_Cq_EmptyRead(benchmark::State& st) {
+  auto cq = make_cq();
+  for (auto _ : st) {
+    fi_cq_msg_entry e;
+    benchmark::DoNotOptimize(cq->read(&e, 1, nullptr));
+  }
+}
+
+// ---- synchronisation
+// ------------------------------------------------------------------------------
+
+void BM_SpinLock(benchmark::State& st) {
+  SpinLock l("bench");
+  for (auto _ : st) {
+    l.lock();
+    benchmark::ClobberMemory();
+    l.unlock();
+  }
+}
+void BM_Counter_LockedAdd(benchmark::State& st) {
+  std::atomic<uint64_t> c{0};
+  for (auto _ : st) c.fetch_add(1, std::memory_order_relaxed);
+  benchmark::DoNotOptimize(c.load());
+}
+void BM_Counter_Bump(benchmark::State& st) {
+  std::atomic<uint64_t> c{0};
+  for (auto _ : st) bump(c);
+  benchmark::DoNotOptimize(c.load());
+}
+void BM_FullFence(benchmark::State& st) {
+  for (auto _ : st) full_fence();
+}
+
+BENCHMARK(BM_Encode_Dgram_Full);
+BENCHMARK(BM_Encode_Dgram_Mbuf);
+BENCHMARK(BM_Encode_Dgram_Template);
+BENCHMARK(BM_Encode_Rdm_Template);
+BENCHMARK(BM_Decode_Rdm);
+BENCHMARK(BM_Cq_RingWriteRead);
+BENCHMARK(BM_Cq_DirectHandoff);
+BENCHMARK(BM_Cq_EmptyRead);
+BENCHMARK(BM_SpinLock);
+BENCHMARK(BM_Counter_LockedAdd);
+BENCHMARK(BM_Counter_Bump);
+BENCHMARK(BM_FullFence);
+
+}  // namespace
+
+BENCHMARK_MAIN();
