@@ -204,6 +204,11 @@ void PortEngine::kick_deferred(void* engine, uint64_t fd) noexcept {
   static_cast<PortEngine*>(engine)->kicks_in_flight_.fetch_sub(1, std::memory_order_release);
 }
 
+void PortEngine::warn_link_down(void* engine, uint64_t) noexcept {
+  DPFAB_WARN(FI_LOG_EP_DATA, "port %s: link down, datagrams are dropped",
+             static_cast<PortEngine*>(engine)->port_->info().name.c_str());
+}
+
 void PortEngine::run_as_rx_owner(void (*fn)(void*), void* arg) noexcept {
   while (!try_take_rx()) rx_wait();
   fn(arg);
@@ -234,8 +239,11 @@ uint16_t PortEngine::transmit(rte_mbuf** frames, uint16_t n) noexcept {
     if (unlikely(link_down_for_ns(now_ns()) > kLinkGraceNs)) {
       rte_pktmbuf_free_bulk(frames + sent, n - sent);
       stats_.tx_link_down.fetch_add(n - sent, std::memory_order_relaxed);
-      DPFAB_WARN_ONCE(FI_LOG_EP_DATA, "port %s: link down, datagrams are dropped",
-                      port_->info().name.c_str());
+      // Once per process, and written after the caller's locks (a log line is a syscall).
+      static std::atomic<bool> warned{false};
+      if (!warned.load(std::memory_order_relaxed) &&
+          !warned.exchange(true, std::memory_order_relaxed))
+        wait::WakeBatch::defer(&PortEngine::warn_link_down, this);
       return n;
     }
     stats_.tx_full.fetch_add(1, std::memory_order_relaxed);

@@ -206,6 +206,7 @@ class PortEngine final : public proto::Link {
     rx_busy_.store(false, std::memory_order_release);
   }
   static void kick_deferred(void* engine, uint64_t fd) noexcept;  // wait::WakeBatch::Fn
+  static void warn_link_down(void* engine, uint64_t) noexcept;    // wait::WakeBatch::Fn
   int bind_demux(uint16_t udp_port_be, proto::Receiver* r) noexcept;
   int bind_claimed(uint16_t udp_port_be, proto::Receiver* r, UniqueFd claim) noexcept;
 

@@ -86,6 +86,7 @@ int tel_stats(const char*, const char*, rte_tel_data* d) {
         add_u64(d, k + "msg_connreq_repeats", ms.connreq_repeats.load(std::memory_order_relaxed));
         add_u64(d, k + "msg_connreq_full", ms.connreq_full.load(std::memory_order_relaxed));
         add_u64(d, k + "msg_no_listener", ms.no_listener.load(std::memory_order_relaxed));
+        add_u64(d, k + "msg_cm_busy", ms.cm_busy.load(std::memory_order_relaxed));
         // Sleeping on the port (port_wake.h): how its sleepers are woken, and what they did.
         const PortWake& w = e.wake();
         rte_tel_data_add_dict_string(d, (k + "sleep").c_str(), w.describe());
