@@ -55,9 +55,10 @@
 //      62 bytes, 1452 bytes of payload per frame at MTU 1500.
 // Versions do not interoperate. A frame of version 1 (version byte 1, a known type, and the
 // version-1 payload_len at offset 8 agreeing with the UDP length) is refused as
-// Verdict::kOldVersion and counted under it: it is never parsed as version 2. Any other version
-// byte is Verdict::kHeaderVersion. A version-1 receiver counts our frames as its
-// "header-version" (or, below 12 bytes of payload, "ip-total-length") rejects.
+// Verdict::kOldVersion, counted per port (telemetry port<N>_rx_old_version) and logged once per
+// port: it is never parsed as version 2. Any other version byte is Verdict::kHeaderVersion. A
+// version-1 receiver counts our frames as its "header-version" (or, below 12 bytes of payload,
+// "ip-total-length") rejects.
 #pragma once
 
 #include <rte_ether.h>
