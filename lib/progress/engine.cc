@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "progress/engine.h"
 
+#include <arpa/inet.h>
 #include <poll.h>
 #include <pthread.h>
 #include <rdma/fi_errno.h>
@@ -290,10 +291,33 @@ PortEngine::Handled PortEngine::handle(rte_mbuf* m) noexcept {
       if (r.reply_len) send_raw(reply, r.reply_len);
       break;
     }
+    case wire::Verdict::kOldVersion:
+      // Counted by the decoder; said once per port (the RX owner is the counter's one writer, so
+      // exactly one poll step sees it become 1), once the step has let go of the receive side: a
+      // log line is a syscall (common/lockcheck.h), so it goes through the step's WakeBatch.
+      if (decode_.get(wire::Verdict::kOldVersion) == 1)
+        wait::WakeBatch::defer(&PortEngine::warn_old_version, this,
+                               uint64_t{f.src_ip_be} << 16 | f.src_port_be);
+      break;
     default:
       break;  // rejected: counted by the decoder
   }
   return Handled::kFree;
+}
+
+void PortEngine::warn_old_version(void* engine, uint64_t src) noexcept {
+  const auto* e = static_cast<const PortEngine*>(engine);
+  const auto ip_be = static_cast<uint32_t>(src >> 16);
+  const auto port_be = static_cast<uint16_t>(src);
+  char ip[INET_ADDRSTRLEN] = "?";
+  inet_ntop(AF_INET, &ip_be, ip, sizeof(ip));
+  DPFAB_WARN(FI_LOG_EP_DATA,
+             "port %s: a frame from %s UDP port %u is in dpfab wire format version %u, which this "
+             "dpfab (wire version %u) no longer speaks: that peer runs an older dpfab. Its frames "
+             "are dropped and counted (telemetry port%u_rx_old_version; dpfab-info --stats); "
+             "upgrade it. Said once per port.",
+             e->port_->info().name.c_str(), ip, rte_be_to_cpu_16(port_be), wire::v1::kVersion,
+             wire::kVersion, e->port_->info().port_id);
 }
 
 size_t PortEngine::drain_backlogs() noexcept {

@@ -184,6 +184,10 @@ class PortEngine final : public proto::Link {
   Handled handle(rte_mbuf* m) noexcept;
   // RX owner: a copy of a group frame to each member.
   Handled deliver_group(const wire::Frame& f, rte_mbuf* m) noexcept;
+  // The warning, once per port, that a peer speaks wire version 1 (wire/format.h): deferred by
+  // the RX owner (a wait::WakeBatch::Fn; `src` is the sender's IPv4 << 16 | UDP port, both in
+  // network byte order).
+  static void warn_old_version(void* engine, uint64_t src) noexcept;
   size_t drain_backlogs() noexcept;  // RX owner
   void send_raw(const uint8_t* frame, size_t len) noexcept;
   void tick_neighbours() noexcept;      // RX owner: retries and new resolutions
