@@ -46,6 +46,8 @@ constexpr uint64_t kMsgCaps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_
 // Granted only when asked for: they cost a lookup per received message.
 constexpr uint64_t kAskedCaps = FI_SOURCE | FI_SOURCE_ERR;
 constexpr uint64_t kRdmMaxMsg = uint64_t{1} << 30;
+// The mr_mode bits dpdk takes up when the application offers them (narrow()).
+constexpr uint64_t kMrModes = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
 constexpr size_t kDefaultMtu = 1500;
 
 bool names_us(const fi_info* hints) {
@@ -113,8 +115,10 @@ void fill(fi_info* out, const config::Config& cfg, const std::string& domain_nam
   d->data_progress = cfg.lcores.empty() ? FI_PROGRESS_MANUAL : FI_PROGRESS_AUTO;
   d->resource_mgmt = FI_RM_ENABLED;
   d->av_type = FI_AV_UNSPEC;
+  // Registration is needed only for the targets of RMA and atomics (mr.cc): no mode bit is
+  // required unless the application offers one (narrow()).
   d->mr_mode = 0;
-  d->mr_key_size = 0;
+  d->mr_key_size = sizeof(uint64_t);
   d->cq_data_size = 8;  // fi_senddata: the dpfab header carries 64 bits
   d->cq_cnt = 256;
   d->ep_cnt = 256;
@@ -123,8 +127,8 @@ void fill(fi_info* out, const config::Config& cfg, const std::string& domain_nam
   d->max_ep_tx_ctx = 1;
   d->max_ep_rx_ctx = 1;
   d->cntr_cnt = 256;
-  d->mr_iov_limit = 1;
-  d->mr_cnt = 0;
+  d->mr_iov_limit = proto::MrTable::kMaxIov;
+  d->mr_cnt = proto::MrTable::kMaxRegions;
 
   out->fabric_attr->name = strdup(kFabricName);
   out->fabric_attr->prov_version = kProviderVersion;
@@ -203,9 +207,21 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
     if (d->resource_mgmt != FI_RM_UNSPEC) out->domain_attr->resource_mgmt = d->resource_mgmt;
     if (d->av_type != FI_AV_UNSPEC) out->domain_attr->av_type = d->av_type;
     if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
-      // Before 1.5 mr_mode is an enum; we need no registration, so basic and scalable both work.
+      // Before 1.5 mr_mode is an enum: basic (provider keys, virtual addresses) or scalable
+      // (requested keys, offsets); both are supported.
       out->domain_attr->mr_mode = d->mr_mode == FI_MR_BASIC ? FI_MR_BASIC : FI_MR_SCALABLE;
+    } else if (d->mr_mode == FI_MR_BASIC || d->mr_mode == FI_MR_SCALABLE) {
+      out->domain_attr->mr_mode = d->mr_mode;  // the deprecated values, kept as asked (fi_mr(3))
+    } else {
+      // Of the bits the application supports, those that choose how regions work: virtual
+      // addresses, provider keys, regions bound to endpoints (mr.cc). The others (FI_MR_LOCAL,
+      // FI_MR_ALLOCATED, FI_MR_RAW, FI_MR_MMU_NOTIFY, FI_MR_RMA_EVENT, FI_MR_HMEM) are not needed.
+      out->domain_attr->mr_mode = d->mr_mode & kMrModes;
     }
+    if (too_big(d->mr_iov_limit, out->domain_attr->mr_iov_limit) ||
+        too_big(d->mr_cnt, out->domain_attr->mr_cnt) ||
+        too_big(d->mr_key_size, out->domain_attr->mr_key_size))
+      return false;
     if (d->cq_data_size > out->domain_attr->cq_data_size) return false;
     if (d->caps & ~kDomainCaps) return false;
   } else if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {

@@ -21,7 +21,7 @@ fi_ops g_domain_fi_ops = {
     .size = sizeof(fi_ops),
     .close = domain_close,
     .bind = enosys<decltype(fi_ops::bind)>,
-    .control = enosys<decltype(fi_ops::control)>,
+    .control = domain_control,
     .ops_open = domain_ops_open,
     .tostr = nullptr,
     .ops_set = enosys<decltype(fi_ops::ops_set)>,
@@ -85,6 +85,8 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain, void* co
       DPFAB_INFO(FI_LOG_DOMAIN, "%s", engine.error().message.c_str());
     }
     dom->resolver = std::move(resolver);
+    dom->mrs = std::make_unique<proto::MrTable>(
+        mr_table_config(info->domain_attr ? info->domain_attr->mr_mode : 0));
     dom->fid.fid.fclass = FI_CLASS_DOMAIN;
     dom->fid.fid.context = context;
     dom->fid.fid.ops = &g_domain_fi_ops;

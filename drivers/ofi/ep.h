@@ -42,6 +42,9 @@ struct EpBase {
   uint16_t ep_id_be = 0;
   wire::AddrFormat format = wire::AddrFormat::kNative;  ///< what fi_getname writes
   bool enabled = false;
+  /// Names the endpoint to the domain's MrTable (FI_MR_ENDPOINT bindings): unique in the process
+  /// and never reused, unlike the object's address.
+  uint64_t token = 0;
 
   virtual ~EpBase() = default;
   /// Our address as fi_getname gives it (the bound UDP port once enabled).

@@ -10,6 +10,8 @@
 namespace dpfab::ofi {
 
 void ep_base_init(EpBase* e, Domain* dom, const fi_info* info, void* context) noexcept {
+  static std::atomic<uint64_t> tokens{0};
+  e->token = tokens.fetch_add(1, std::memory_order_relaxed) + 1;  // relaxed: only unique
   e->domain = dom;
   e->engine = dom->engine;
   e->caps = info->caps ? info->caps : (FI_MSG | FI_SEND | FI_RECV);
