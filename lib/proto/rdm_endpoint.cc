@@ -38,16 +38,22 @@ void RdmEndpoint::bind_cq(event::Cq* cq, bool tx, bool rx, bool selective) noexc
 }
 
 void RdmEndpoint::bind_cntr(event::Cntr* c, bool tx, bool rx) noexcept {
-  if (tx) tx_cntr_ = c;
-  if (rx) rx_cntr_ = c;
+  if (tx) bind_cntr(c, CntrKind::kSend);
+  if (rx) bind_cntr(c, CntrKind::kRecv);
+}
+
+void RdmEndpoint::bind_cntr(event::Cntr* c, CntrKind kind) noexcept {
+  cntrs_[static_cast<size_t>(kind)] = c;
 }
 
 int RdmEndpoint::enable() noexcept {
   std::lock_guard lock(mu_);
   if (core_) return 0;
   // Completions that write no CQ entry only matter to a bound counter (rdm::CoreConfig).
-  cfg_.core.tx_counted = tx_cntr_ != nullptr;
-  cfg_.core.rx_counted = rx_cntr_ != nullptr;
+  cfg_.core.tx_counted = cntrs_[static_cast<size_t>(CntrKind::kSend)] != nullptr;
+  cfg_.core.rx_counted = cntrs_[static_cast<size_t>(CntrKind::kRecv)] != nullptr;
+  cfg_.core.write_counted = cntrs_[static_cast<size_t>(CntrKind::kWrite)] != nullptr;
+  cfg_.core.read_counted = cntrs_[static_cast<size_t>(CntrKind::kRead)] != nullptr;
   auto core = rdm::RdmCore::create(cfg_.core, this);
   if (!core) {
     DPFAB_WARN(FI_LOG_EP_CTRL, "%s", core.error().message.c_str());
@@ -175,7 +181,9 @@ bool RdmEndpoint::cq_room(const event::Cq* cq) const noexcept {
 }
 
 ssize_t RdmEndpoint::send(rdm::SendOp op) noexcept {
-  if (!op.buf && op.len) return -FI_EINVAL;
+  // ATOMIC_READ carries no operands (their bytes only count the elements).
+  const bool no_operands = op.kind == rdm::OpKind::kAtomic && op.atomic_op == FI_ATOMIC_READ;
+  if (!op.buf && op.len && op.iov_count == 0 && !no_operands) return -FI_EINVAL;
   std::lock_guard lock(mu_);
   if (!core_) return -FI_EOPBADSTATE;
   const uint32_t peer = peer_of(op.dest);
@@ -189,7 +197,7 @@ ssize_t RdmEndpoint::send(rdm::SendOp op) noexcept {
 }
 
 ssize_t RdmEndpoint::recv(rdm::RecvOp op) noexcept {
-  if (!op.buf && op.len) return -FI_EINVAL;
+  if (!op.buf && op.len && op.iov_count == 0) return -FI_EINVAL;
   std::lock_guard lock(mu_);
   if (!core_) return -FI_EOPBADSTATE;
   if (op.match.src != FI_ADDR_UNSPEC) {
@@ -371,16 +379,28 @@ bool RdmEndpoint::transmit(fi_addr_t peer, const wire::RdmHeader& h,
 }
 
 void RdmEndpoint::complete(const rdm::Completion& c) noexcept {
-  const bool tx = c.flags & FI_SEND;
-  event::Cq* cq = tx ? tx_cq_ : rx_cq_;
-  event::Cntr* cntr = tx ? tx_cntr_ : rx_cntr_;
+  // Which side and counter the completion is for: our sends, writes, reads and atomics (the
+  // transmit CQ), our receives and the remote writes with CQ data at this target (the receive
+  // CQ), the remote reads (counters only).
+  const CntrKind kind = c.flags & FI_REMOTE_WRITE  ? CntrKind::kRemoteWrite
+                        : c.flags & FI_REMOTE_READ ? CntrKind::kRemoteRead
+                        : c.flags & FI_WRITE       ? CntrKind::kWrite
+                        : c.flags & FI_READ        ? CntrKind::kRead
+                        : c.flags & FI_SEND        ? CntrKind::kSend
+                                                   : CntrKind::kRecv;
+  const bool tx = kind == CntrKind::kSend || kind == CntrKind::kWrite || kind == CntrKind::kRead;
+  event::Cq* cq = tx ? tx_cq_ : kind == CntrKind::kRemoteRead ? nullptr : rx_cq_;
+  event::Cntr* cntr = cntrs_[static_cast<size_t>(kind)];
+  // The region's own counter (fi_mr_bind) counts what reached it.
+  if (c.region_cntr && c.count) static_cast<event::Cntr*>(c.region_cntr)->add(1);
   fi_addr_t src = FI_ADDR_NOTAVAIL;
   const wire::Address* from = !tx && c.src < peers_.size() ? &peers_[c.src].addr : nullptr;
   if (from && cfg_.source && av_)
     src = av_->reverse(from->ipv4_be, from->udp_port_be, from->ep_id_be);
   // FI_SOURCE_ERR: a message from an address the AV does not hold is an error whose err_data is
   // that address (fi_cq(3)), so that the application can insert it.
-  const bool unknown = !c.err && from && cfg_.source_err && src == FI_ADDR_NOTAVAIL;
+  const bool unknown =
+      !c.err && from && cfg_.source_err && src == FI_ADDR_NOTAVAIL && kind == CntrKind::kRecv;
   if (c.err || unknown) {
     if (cntr && c.count) cntr->add_err(1);
     if (!cq || !c.cq) return;

@@ -64,6 +64,10 @@ struct RdmEndpointStats {
   std::atomic<uint64_t> cq_overrun{0};     ///< completions that found their CQ full
 };
 
+/// The counters an RDM endpoint can be bound to (fi_ep_bind flags FI_SEND, FI_RECV, FI_WRITE,
+/// FI_READ, FI_REMOTE_WRITE, FI_REMOTE_READ).
+enum class CntrKind : uint8_t { kSend, kRecv, kWrite, kRead, kRemoteWrite, kRemoteRead, kCount };
+
 class RdmEndpoint final : public Receiver, private rdm::CoreSink {
  public:
   struct Config {
@@ -81,6 +85,8 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   // ---- set-up (control path, before enable) ----
   void bind_cq(event::Cq* cq, bool tx, bool rx, bool selective) noexcept;
   void bind_cntr(event::Cntr* c, bool tx, bool rx) noexcept;
+  /// A counter of one kind (the RMA ones: writes, reads, remote writes and atomics, remote reads).
+  void bind_cntr(event::Cntr* c, CntrKind kind) noexcept;
   void bind_av(const AddressVector* av) noexcept { av_ = av; }
   Config& config() noexcept { return cfg_; }
   /// Makes the core (cfg_ as set by then). 0 or the core's error.
@@ -109,10 +115,10 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   wire::Address address() const noexcept;
 
   // ---- data path (application threads, after enable) ----
-  /// fi_send & co (op.dest is an fi_addr of the AV; op.completion as selective completion says).
-  /// -FI_EINVAL: NULL buffer with a length, or `dest` not in the AV; -FI_EMSGSIZE; -FI_EAGAIN:
-  /// tx_ops sends in progress, or no CQ room (RM); -FI_EHOSTUNREACH: the peer was declared
-  /// unreachable.
+  /// fi_send & co, and the RMA and atomic calls (op.kind; op.dest is an fi_addr of the AV;
+  /// op.completion as selective completion says). -FI_EINVAL: NULL buffer with a length, `dest`
+  /// not in the AV, or what RdmCore::send refuses; -FI_EMSGSIZE; -FI_EAGAIN: tx_ops operations in
+  /// progress, or no CQ room (RM); -FI_EHOSTUNREACH: the peer was declared unreachable.
   ssize_t send(rdm::SendOp op) noexcept;
   /// fi_recv & co (op.match.src is an fi_addr of the AV, or FI_ADDR_UNSPEC; op.completion as
   /// selective completion says). -FI_EINVAL for a
@@ -194,8 +200,7 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   event::Cq* tx_cq_ = nullptr;
   event::Cq* rx_cq_ = nullptr;
   bool tx_selective_ = false, rx_selective_ = false;
-  event::Cntr* tx_cntr_ = nullptr;
-  event::Cntr* rx_cntr_ = nullptr;
+  event::Cntr* cntrs_[static_cast<size_t>(CntrKind::kCount)] = {};
   uint16_t udp_port_be_ = 0, ep_id_be_ = 0;
   // The link takes frames without UDP checksum and without offloads (memif, ring): frames are
   // built from each peer's HeaderTemplate (set with our address).
