@@ -139,8 +139,12 @@ ssize_t RdmCore::send(const SendOp& op, uint64_t now) noexcept {
   uint8_t* copy = inject_mem_.get() + size_t{i} * cfg_.inject_size;
   if (op.kind == OpKind::kAtomic) {
     // The operands (then the compare values) travel in one packet, from a copy: the atomic
-    // carries them whatever becomes of the application's buffers.
-    gather(op.buf, op.iov, op.iov_count, 0, copy, op.len);
+    // carries them whatever becomes of the application's buffers. ATOMIC_READ has none (the
+    // application may pass no buffer): its zeros only give the element count.
+    if (op.atomic_op == FI_ATOMIC_READ)
+      std::memset(copy, 0, op.len);
+    else
+      gather(op.buf, op.iov, op.iov_count, 0, copy, op.len);
     if (op.compare_op) std::memcpy(copy + op.len, op.compare, op.len);
     t.op.buf = copy;
     t.op.iov_count = 0;

@@ -342,6 +342,8 @@ class RdmCore final : private PeerHost {
   size_t unexpected_in_use() const noexcept;
   /// Target side: reads being answered, answers queued, stage buffers in flight (0 when idle).
   size_t target_in_use() const noexcept;
+  /// The fi_cq flags of an operation's completion at the initiator.
+  static uint64_t completion_flags(const SendOp& op) noexcept;
 
  private:
   struct TxOp;
@@ -430,8 +432,6 @@ class RdmCore final : private PeerHost {
   // Cookies of packets whose data is a stage buffer (read data, atomic results): the buffer is
   // freed when the packet is acknowledged. TxOp cookies are below 65536.
   static constexpr uint32_t kStageCookie = 1u << 31;
-  // fi_cq flags of an operation's completion at the initiator.
-  static uint64_t completion_flags(const SendOp& op) noexcept;
   // send()'s checks of an atomic: 0, -FI_EINVAL (op and datatype do not go together, no whole
   // number of elements, no compare values or result buffers where needed), -FI_EMSGSIZE.
   int check_atomic(const SendOp& op) const noexcept;

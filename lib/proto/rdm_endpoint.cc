@@ -186,14 +186,62 @@ ssize_t RdmEndpoint::send(rdm::SendOp op) noexcept {
   if (!op.buf && op.len && op.iov_count == 0 && !no_operands) return -FI_EINVAL;
   std::lock_guard lock(mu_);
   if (!core_) return -FI_EOPBADSTATE;
+  const ssize_t r = send_locked(op, core_time(tx_clock_.now_ns()));
+  finish();
+  return r;
+}
+
+ssize_t RdmEndpoint::send_locked(rdm::SendOp op, uint64_t now) noexcept {
   const uint32_t peer = peer_of(op.dest);
   if (peer == kNoPeer) return -FI_EINVAL;
   // A plain inject never writes a CQ entry, not even an error (RdmCore::SendOp::completion).
   if ((op.completion || !op.inject) && !cq_room(tx_cq_)) return -FI_EAGAIN;
   op.dest = peer;
-  const ssize_t r = core_->send(op, core_time(tx_clock_.now_ns()));
+  return core_->send(op, now);
+}
+
+ssize_t RdmEndpoint::trigger(const rdm::SendOp& op, event::Cntr* cntr,
+                             uint64_t threshold) noexcept {
+  const bool no_operands = op.kind == rdm::OpKind::kAtomic && op.atomic_op == FI_ATOMIC_READ;
+  if (!cntr || (!op.buf && op.len && op.iov_count == 0 && !no_operands)) return -FI_EINVAL;
+  std::lock_guard lock(mu_);
+  if (!core_) return -FI_EOPBADSTATE;
+  if (triggered_.size() >= kMaxTriggered) return -FI_EAGAIN;
+  try {
+    Triggered t{op, cntr, threshold, {}};
+    if (op.compare_op && op.compare) {
+      const auto* c = static_cast<const uint8_t*>(op.compare);
+      t.compare.assign(c, c + op.len);
+      t.op.compare = t.compare.data();  // the heap buffer moves with the vector's element
+    }
+    triggered_.push_back(std::move(t));
+  } catch (...) {
+    return -FI_ENOMEM;
+  }
+  fire_triggered(core_time(tx_clock_.now_ns()));
   finish();
-  return r;
+  return 0;
+}
+
+void RdmEndpoint::fire_triggered(uint64_t now) noexcept {
+  for (size_t k = 0; k < triggered_.size();) {
+    Triggered& t = triggered_[k];
+    if (t.cntr->value() < t.threshold) {
+      ++k;
+      continue;
+    }
+    const ssize_t r = send_locked(t.op, now);
+    if (r == -FI_EAGAIN) break;  // resources: this one and the later ones wait, in order
+    if (r != 0) {                // refused now: reported as the operation's error
+      rdm::Completion c;
+      c.context = t.op.context;
+      c.flags = rdm::RdmCore::completion_flags(t.op);
+      c.err = static_cast<int>(-r);
+      c.cq = true;
+      complete(c);
+    }
+    triggered_.erase(triggered_.begin() + static_cast<ptrdiff_t>(k));
+  }
 }
 
 ssize_t RdmEndpoint::recv(rdm::RecvOp op) noexcept {
@@ -292,9 +340,12 @@ size_t RdmEndpoint::drain_backlog() noexcept {
 }
 
 void RdmEndpoint::finish() noexcept {
+  if (!triggered_.empty()) fire_triggered(last_now_);
   flush();
-  // Frames the port did not take go with the next poll step: due now.
-  due_ns_.store(txq_n_ ? 0 : core_->next_deadline(), std::memory_order_relaxed);
+  // Frames the port did not take go with the next poll step: due now. So do triggered
+  // operations: their counters may move without a call into this endpoint.
+  due_ns_.store(txq_n_ || !triggered_.empty() ? 0 : core_->next_deadline(),
+                std::memory_order_relaxed);
 }
 
 void RdmEndpoint::flush() noexcept {

@@ -127,6 +127,12 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   ssize_t recv(rdm::RecvOp op) noexcept;
   /// fi_cancel of a posted receive. 0 or -FI_ENOENT.
   int cancel(void* context) noexcept;
+  /// FI_TRIGGER (fi_trigger(3), FI_TRIGGER_THRESHOLD): `op` is posted once `cntr`'s value reaches
+  /// `threshold` (checked after every call into the endpoint and every poll step). The checks of
+  /// send() apply when it is posted; an op the core refuses then completes as an error with its
+  /// context. 0; -FI_EINVAL for a NULL counter or buffer; -FI_EAGAIN when kMaxTriggered wait.
+  ssize_t trigger(const rdm::SendOp& op, event::Cntr* cntr, uint64_t threshold) noexcept;
+  static constexpr size_t kMaxTriggered = 1024;
 
   // ---- receive side (the port's RX owner) ----
   bool deliver(const wire::Frame& f, rte_mbuf* m) noexcept override;
@@ -186,6 +192,10 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   bool make_headers(Peer& p) noexcept;
   // Under mu_: gives queued frames to the port; refreshes due_ns_.
   void finish() noexcept;
+  // Under mu_: send() once the op's checks passed and the time is known.
+  ssize_t send_locked(rdm::SendOp op, uint64_t now) noexcept;
+  // Under mu_: posts the triggered operations whose counters reached their threshold.
+  void fire_triggered(uint64_t now) noexcept;
   void flush() noexcept;
 
   // rdm::CoreSink (under mu_)
@@ -218,7 +228,14 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   uint32_t tx_peer_ = kNoPeer;         // ...and its peer id
   uint64_t rx_key_ = 0;                // key_of the last frame's source...
   uint32_t rx_peer_ = kNoPeer;         // ...and its peer id (kNoPeer: none yet)
-  rte_mbuf* txq_[kTxBurst] = {};       // frames built during the call in progress
+  struct Triggered {
+    rdm::SendOp op;
+    event::Cntr* cntr;
+    uint64_t threshold;
+    std::vector<uint8_t> compare;  // a compare atomic's values (the caller's may be gone)
+  };
+  std::vector<Triggered> triggered_;  // under mu_ (FI_TRIGGER), at most kMaxTriggered
+  rte_mbuf* txq_[kTxBurst] = {};      // frames built during the call in progress
   uint32_t txq_n_ = 0;
   uint16_t ip_id_ = 0;
   std::atomic<uint64_t> due_ns_{UINT64_MAX};  // the core's next deadline

@@ -424,6 +424,36 @@ TEST(RdmRma, CompareAndSwapAndAtomicErrors) {
   EXPECT_EQ(net.core(0).send(s, net.now()), -FI_EMSGSIZE);
 }
 
+// FI_ATOMIC_READ takes no operands: no buffer, the length only counts the elements; the target's
+// values come back and nothing changes there.
+TEST(RdmRma, AtomicReadNeedsNoOperands) {
+  MrTable table({});
+  Net net(2, rma_config(&table), 8);
+  Region r(table, 32, FI_REMOTE_READ, 0);
+  const uint32_t v[4] = {7, 8, 9, 10};
+  std::memcpy(r.data(), v, sizeof(v));
+  uint32_t got[4] = {};
+  SendOp s;
+  s.dest = 1;
+  s.kind = OpKind::kAtomic;
+  s.atomic_op = FI_ATOMIC_READ;
+  s.datatype = FI_UINT32;
+  s.fetch = true;
+  s.buf = nullptr;
+  s.len = sizeof(got);
+  s.rkey = r.key;
+  s.raddr = r.addr();
+  s.result_count = 1;
+  s.result[0] = {got, sizeof(got)};
+  s.context = got;
+  ASSERT_EQ(net.core(0).send(s, net.now()), 0);
+  ASSERT_TRUE(net.run([&] { return net.node(0).done.size() == 1; }));
+  EXPECT_EQ(net.node(0).done[0].err, 0);
+  EXPECT_EQ(std::memcmp(got, v, sizeof(v)), 0);
+  EXPECT_EQ(std::memcmp(r.data(), v, sizeof(v)), 0);
+  EXPECT_TRUE(r.guards_are(0));
+}
+
 // A write posted after a read never changes what the read returns (WAR): the target holds it
 // until the read's data is all copied out.
 TEST(RdmRma, WriteAfterReadWaitsForTheRead) {
