@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <rdma/fi_rma.h>
 
+#include <cstdlib>
 #include <set>
+#include <string_view>
 
 #include "../fi_helpers.h"
 
@@ -45,18 +47,26 @@ constexpr uint64_t kBtlOfiModes = FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_
 constexpr uint64_t kFabtestsModes =
     FI_MR_LOCAL | FI_MR_ENDPOINT | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
 
+// FI_DPDK_MR_KEYS=application (integration-rma-mr-app-keys): neither provider keys nor virtual
+// addresses are taken up.
+bool application_keys() {
+  const char* v = std::getenv("FI_DPDK_MR_KEYS");
+  return v && std::string_view(v) == "application";
+}
+
 TEST(Mr, GetinfoTakesUpTheModesThatChooseHowRegionsWork) {
+  const uint64_t prov = application_keys() ? 0 : FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
   // Open MPI's btl ofi: its validation accepts only VIRT_ADDR | ALLOCATED | PROV_KEY.
   Dom btl(kBtlOfiModes);
   ASSERT_NE(btl.e, nullptr);
-  EXPECT_EQ(btl.e->domain_attr->mr_mode, FI_MR_PROV_KEY | FI_MR_VIRT_ADDR);
+  EXPECT_EQ(btl.e->domain_attr->mr_mode, prov);
   EXPECT_EQ(btl.e->domain_attr->mr_key_size, 8u);
   EXPECT_GE(btl.e->domain_attr->mr_cnt, 65536u);
   EXPECT_EQ(btl.e->domain_attr->mr_iov_limit, 4u);
   // fabtests' default: FI_MR_LOCAL is not needed, FI_MR_ENDPOINT is taken up.
   Dom ft(kFabtestsModes);
   ASSERT_NE(ft.e, nullptr);
-  EXPECT_EQ(ft.e->domain_attr->mr_mode, FI_MR_ENDPOINT | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR);
+  EXPECT_EQ(ft.e->domain_attr->mr_mode, FI_MR_ENDPOINT | prov);
   Dom none(0);
   ASSERT_NE(none.e, nullptr);
   EXPECT_EQ(none.e->domain_attr->mr_mode, 0);
@@ -73,11 +83,16 @@ TEST(Mr, ProviderKeysAreDistinctAndHoldTheDomain) {
   std::vector<fid_mr*> mrs;
   for (int i = 0; i < 100; ++i) {
     fid_mr* mr = nullptr;
-    // requested_key is ignored with FI_MR_PROV_KEY: the same one every time is fine.
-    ASSERT_EQ(fi_mr_reg(d.domain, buf.data(), buf.size(), FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 1, 0,
-                        &mr, nullptr),
+    // requested_key is ignored with FI_MR_PROV_KEY: the same one every time is fine. With
+    // application keys, each is its own.
+    const uint64_t requested = application_keys() ? 100 + i : 1;
+    ASSERT_EQ(fi_mr_reg(d.domain, buf.data(), buf.size(), FI_REMOTE_READ | FI_REMOTE_WRITE, 0,
+                        requested, 0, &mr, nullptr),
               0);
     EXPECT_NE(fi_mr_key(mr), FI_KEY_NOTAVAIL);
+    if (application_keys()) {
+      EXPECT_EQ(fi_mr_key(mr), requested);
+    }
     EXPECT_TRUE(keys.insert(fi_mr_key(mr)).second);
     mrs.push_back(mr);
   }
