@@ -109,7 +109,8 @@ class Endpoint {
   fi_addr_t peer() const { return peer_; }
   const fi_info* info() const { return info_.get(); }
 
-  /// Times the waiting call was entered after the CQ was found empty and returned (see README).
+  /// Times the waiting call was entered after the CQ was found empty and returned (see
+  /// doc/benchmark.md, "Workloads and what the figures mean").
   uint64_t wakeups() const { return wakeups_; }
   /// Blocking waits that ended at their timeout although a completion was ready right after:
   /// wake-ups that the provider did not deliver (the benchmark's timeout did).

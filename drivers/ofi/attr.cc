@@ -2,9 +2,10 @@
 //
 // fi_getinfo: the attributes dpdk offers and how hints narrow them. Only what is implemented is
 // advertised. Per configured port (domain = port), in this order: an FI_EP_RDM entry (FI_MSG,
-// FI_TAGGED, FI_RMA, FI_ATOMIC; ep_rdm.cc), an FI_EP_DGRAM entry (FI_MSG, FI_MULTICAST; ep.cc),
-// then an FI_EP_MSG entry (connections with RDM's transfers; ep_msg.cc, pep.cc). Applications that
-// take the first entry (fi_pingpong, fabtests, Open MPI) get the native RDM.
+// FI_TAGGED, FI_RMA, FI_ATOMIC; ep_rdm.cc), an FI_EP_DGRAM entry (FI_MSG, FI_MULTICAST;
+// ep_dgram.cc), then an FI_EP_MSG entry (connections with RDM's transfers and RMA; ep_msg.cc,
+// pep.cc). Applications that take the first entry (fi_pingpong, fabtests, Open MPI) get the native
+// RDM.
 //
 // The utility providers. libfabric 1.17 lists ofi_rxd and ofi_rxm before any DL provider and
 // layers them over every provider that answers their probe: ofi_rxd asks for FI_EP_DGRAM with
@@ -12,6 +13,12 @@
 // later; ofi_rxm asks for FI_EP_MSG with libfabric's internal OFI_CORE_PROV_ONLY flag. We answer
 // both probes with nothing, so neither "dpdk;ofi_rxd" nor "dpdk;ofi_rxm" exists and a plain
 // fi_getinfo naming dpdk hands out our own RDM first; DGRAM and MSG applications are unaffected.
+// libfabric 2.x probes the same way.
+//
+// API versions: the entries are the same for every version an application asks for up to the
+// headers' (kApiVersion; above it, nothing); where libfabric changed what hints mean (capability
+// bits 2.0 reused, deprecated threading models, removed fields), the version asked for decides:
+// api_version.h.
 //
 // EAL starts here only when the application has chosen this provider (the hints name "dpdk") and
 // asks for what it offers (could_match): libfabric asks every provider, and `fi_info -l`, an MPI
@@ -23,6 +30,7 @@
 #include <cstring>
 #include <iterator>
 
+#include "api_version.h"
 #include "dpdk.h"
 #include "wire/address.h"
 #include "wire/format.h"
@@ -32,7 +40,7 @@
 namespace dpfab::ofi {
 namespace {
 
-// FI_MULTICAST: fi_join on DGRAM endpoints (ep.cc), paired with FI_SEND and/or FI_RECV.
+// FI_MULTICAST: fi_join on DGRAM endpoints (ep_dgram.cc), paired with FI_SEND and/or FI_RECV.
 // Peers on the same box (memif, ring) and on other hosts (NICs, veth) alike.
 constexpr uint64_t kCommCaps = FI_LOCAL_COMM | FI_REMOTE_COMM;
 // Named AVs shared by the processes of a node (av.cc, lib/proto/av_shared.h).
@@ -97,7 +105,7 @@ void fill(fi_info* out, const config::Config& cfg, const std::string& domain_nam
   // RDM: messages to one peer are sent and matched in order (rdm_core.h), RMA and atomics too; a
   // rendezvous receive may complete after later eager ones.
   out->tx_attr->msg_order = rdm ? kRdmOrder : 0;
-  out->tx_attr->comp_order = FI_ORDER_NONE;
+  out->tx_attr->comp_order = fi_api::kOrderNone;
   // RDM: one frame's data (fi_inject copies it; the protocol keeps the copy until acked, in
   // tx_attr->size slots of this size), at most a standard frame's on a jumbo port.
   out->tx_attr->inject_size =
@@ -111,7 +119,7 @@ void fill(fi_info* out, const config::Config& cfg, const std::string& domain_nam
       caps & ~FI_SEND & ~FI_MULTICAST & ~kAskedCaps & ~kDomainCaps & ~(kRmaTxCaps & ~kRmaRxCaps);
   out->rx_attr->op_flags = 0;
   out->rx_attr->msg_order = rdm ? kRdmOrder : 0;
-  out->rx_attr->comp_order = FI_ORDER_NONE;
+  out->rx_attr->comp_order = fi_api::kOrderNone;
   out->rx_attr->total_buffered_recv = 0;
   out->rx_attr->size = cfg.rx_depth;
   out->rx_attr->iov_limit = 4;
@@ -150,6 +158,7 @@ void fill(fi_info* out, const config::Config& cfg, const std::string& domain_nam
   d->cntr_cnt = 256;
   d->mr_iov_limit = proto::MrTable::kMaxIov;
   d->mr_cnt = proto::MrTable::kMaxRegions;
+  api::fill_domain(d);  // what headers newer than 1.17 added
 
   out->fabric_attr->name = strdup(kFabricName);
   out->fabric_attr->prov_version = kProviderVersion;
@@ -162,7 +171,10 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version, bool applicati
   // FI_EP_MSG: a passive endpoint named here lends its address to the endpoint opened with the
   // info (fi_endpoint(3)); fabtests fi_msg_sockets does so. As libfabric's util providers do.
   out->handle = hints->handle;
-  const uint64_t caps = caps_of(out->ep_attr->type);
+  // Granted only when asked for, by version (api_version.h); some of them receive capabilities.
+  const uint64_t asked_only = api::asked_caps(out->ep_attr->type, version);
+  const uint64_t asked_rx = asked_only & ~api::kDomainAskedCaps;
+  const uint64_t caps = caps_of(out->ep_attr->type) | asked_only;
   if (hints->caps & ~caps) return false;
   if (hints->caps) {
     out->caps = hints->caps;
@@ -187,12 +199,16 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version, bool applicati
   }
   // We require no mode bits; any the application offers are fine.
   // Our native 16-byte address, or struct sockaddr_in (IPv4 + UDP port name an endpoint; the MAC
-  // comes from ARP). FI_SOCKADDR is narrowed to FI_SOCKADDR_IN, as the udp provider does.
+  // comes from ARP). FI_SOCKADDR (and 2.3's FI_SOCKADDR_IP) is narrowed to FI_SOCKADDR_IN, as the
+  // udp provider does.
   switch (hints->addr_format) {
     case FI_FORMAT_UNSPEC:
       break;
     case FI_SOCKADDR:
     case FI_SOCKADDR_IN:
+#if DPFAB_FI_HEADERS_AT_LEAST(2, 3)
+    case FI_SOCKADDR_IP:  // 2.3: "FI_SOCKADDR_IN and FI_SOCKADDR_IN6"
+#endif
       out->addr_format = FI_SOCKADDR_IN;
       break;
     default:
@@ -216,32 +232,39 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version, bool applicati
     out->caps |= t->caps;  // what the tx attributes ask for is granted
   }
   if (const auto* r = hints->rx_attr) {
-    if (r->caps & ~(out->rx_attr->caps | kAskedCaps) & ~FI_MSG) return false;
+    if (r->caps & ~(out->rx_attr->caps | kAskedCaps | asked_rx) & ~FI_MSG) return false;
     out->caps |= r->caps;  // what the rx attributes ask for is granted (FI_SOURCE included)
     if (too_big(r->size, out->rx_attr->size) || too_big(r->iov_limit, out->rx_attr->iov_limit))
       return false;
     if (r->msg_order & ~out->rx_attr->msg_order) return false;
-    if (r->total_buffered_recv) return false;
+    // 1.x: no buffered receives (FI_BUFFERED_RECV). 2.0 removed them: the field is ignored.
+    if (r->total_buffered_recv && !fi_api::at_least(version, fi_api::kV2)) return false;
     out->rx_attr->op_flags = r->op_flags;
   }
   if (const auto* d = hints->domain_attr) {
     if (d->name && std::strcmp(d->name, out->domain_attr->name) != 0) return false;
-    if (d->threading != FI_THREAD_UNSPEC) out->domain_attr->threading = d->threading;
-    if (d->control_progress == FI_PROGRESS_AUTO) return false;
-    if (d->data_progress != FI_PROGRESS_UNSPEC &&
-        d->data_progress != out->domain_attr->data_progress) {
+    if (const int t = app_enum(d->threading); t != FI_THREAD_UNSPEC)
+      out->domain_attr->threading = api::threading(t, version);
+    // Control progress is manual. 1.21: FI_PROGRESS_CONTROL_UNIFIED (manual too) is echoed.
+    if (const int c = app_enum(d->control_progress); c != FI_PROGRESS_UNSPEC) {
+      if (!api::manual_progress(c, version)) return false;
+      out->domain_attr->control_progress = d->control_progress;
+    }
+    const int p = app_enum(d->data_progress);  // 2.0 calls it `progress` (the same field)
+    if (p != FI_PROGRESS_UNSPEC && p != out->domain_attr->data_progress) {
       // Manual progress is always possible (the application's calls drive the port); automatic
       // progress needs worker lcores (FI_DPDK_LCORES).
-      if (d->data_progress == FI_PROGRESS_AUTO) return false;
-      out->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+      if (!api::manual_progress(p, version)) return false;
+      out->domain_attr->data_progress = d->data_progress;
     }
     if (d->resource_mgmt != FI_RM_UNSPEC) out->domain_attr->resource_mgmt = d->resource_mgmt;
     if (d->av_type != FI_AV_UNSPEC) out->domain_attr->av_type = d->av_type;
     if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
       // Before 1.5 mr_mode is an enum: basic (provider keys, virtual addresses) or scalable
       // (requested keys, offsets); both are supported.
-      out->domain_attr->mr_mode = d->mr_mode == FI_MR_BASIC ? FI_MR_BASIC : FI_MR_SCALABLE;
-    } else if (d->mr_mode == FI_MR_BASIC || d->mr_mode == FI_MR_SCALABLE) {
+      out->domain_attr->mr_mode =
+          d->mr_mode == fi_api::kMrBasic ? fi_api::kMrBasic : fi_api::kMrScalable;
+    } else if (d->mr_mode == fi_api::kMrBasic || d->mr_mode == fi_api::kMrScalable) {
       out->domain_attr->mr_mode = d->mr_mode;  // the deprecated values, kept as asked (fi_mr(3))
     } else {
       // Of the bits the application supports, those that choose how regions work: virtual
@@ -258,16 +281,19 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version, bool applicati
         too_big(d->mr_key_size, out->domain_attr->mr_key_size))
       return false;
     if (d->cq_data_size > out->domain_attr->cq_data_size) return false;
-    if (d->caps & ~kDomainCaps) return false;
+    if (d->caps & ~(kDomainCaps | (asked_only & api::kDomainAskedCaps))) return false;
+    out->caps |= d->caps & asked_only;  // FI_AV_USER_ID asked for as a domain capability
+    if (!api::domain_hints_ok(*d, version)) return false;
   } else if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
-    out->domain_attr->mr_mode = FI_MR_SCALABLE;
+    out->domain_attr->mr_mode = fi_api::kMrScalable;
   }
   if (const auto* f = hints->fabric_attr) {
     if (f->name && std::strcmp(f->name, kFabricName) != 0) return false;
     if (f->api_version && FI_VERSION_LT(kApiVersion, f->api_version)) return false;
   }
   // The tx/rx attributes carry the capabilities granted, no more (FI_SOURCE only when asked).
-  out->rx_attr->caps |= out->caps & kAskedCaps;
+  out->rx_attr->caps |= out->caps & (kAskedCaps | asked_rx);
+  out->domain_attr->caps |= out->caps & asked_only & api::kDomainAskedCaps;
   out->tx_attr->caps &= out->caps;
   out->rx_attr->caps &= out->caps;
   return true;
@@ -278,7 +304,7 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version, bool applicati
 // comment. Exact values: an application that offers every mode bit (fabtests fi_av_test sets mode
 // ~0) accepts FI_LOCAL_MR | FI_MSG_PREFIX too, and is answered.
 bool rxd_probe(const fi_info* hints) {
-  constexpr uint64_t kRxdMode = FI_LOCAL_MR | FI_CONTEXT | FI_MSG_PREFIX;
+  constexpr uint64_t kRxdMode = fi_api::kModeLocalMr | FI_CONTEXT | FI_MSG_PREFIX;
   return hints && hints->mode == kRxdMode && hints->caps == FI_MSG && hints->ep_attr &&
          hints->ep_attr->type == FI_EP_DGRAM;
 }
@@ -288,11 +314,13 @@ bool rxd_probe(const fi_info* hints) {
 // FI_EP_DGRAM, say) are answered before EAL starts: a process that only asked would otherwise bring
 // up DPDK and its ports for nothing, and on a role=auto memif socket take the place of the peer a
 // later process needs (runfabtests' MSG tests did so to the RDM test after them).
-bool could_match(const fi_info* hints) {
+bool could_match(const fi_info* hints, uint32_t version) {
   if (!hints) return true;
   const fi_ep_type want = hints->ep_attr ? hints->ep_attr->type : FI_EP_UNSPEC;
   for (fi_ep_type type : kTypes)
-    if ((want == FI_EP_UNSPEC || want == type) && !(hints->caps & ~caps_of(type))) return true;
+    if ((want == FI_EP_UNSPEC || want == type) &&
+        !(hints->caps & ~(caps_of(type) | api::asked_caps(type, version))))
+      return true;
   return false;
 }
 
@@ -347,7 +375,8 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
     // The configuration in force: the running one, or (before EAL) what would be used.
     const config::Config* cfg = runtime_config();
     config::Config loaded;
-    if (!could_match(hints) || rxd_probe(hints) || rxm_probe(flags, hints)) return -FI_ENODATA;
+    if (!could_match(hints, version) || rxd_probe(hints) || rxm_probe(flags, hints))
+      return -FI_ENODATA;
     if (!cfg && names_us(hints)) {
       auto started = start_runtime();
       if (!started) return -FI_ENODATA;

@@ -22,6 +22,7 @@
 #include <type_traits>
 
 #include "common/config.h"
+#include "common/fi_api.h"
 #include "common/log.h"
 #include "common/result.h"
 #include "event/eq.h"
@@ -41,7 +42,9 @@ namespace dpfab::ofi {
 extern fi_provider g_provider;
 
 inline constexpr uint32_t kProviderVersion = FI_VERSION(0, 1);
-inline constexpr uint32_t kApiVersion = FI_VERSION(1, 17);
+/// The API version of the libfabric headers the plugin is built against (common/fi_api.h): the
+/// core skips a provider whose version is below the one an application asks for.
+inline constexpr uint32_t kApiVersion = fi_api::kHeaders;
 inline constexpr const char* kFabricName = "dpdk";
 
 /// One shared stub for every unimplemented op: a function of the op's exact type that returns
@@ -95,7 +98,7 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
 
 struct Fabric {
   fid_fabric fid{};
-  std::atomic<int> refs{0};  ///< open domains (and, later, EQs and wait sets)
+  std::atomic<int> refs{0};  ///< open domains, EQs, wait sets and passive endpoints
   const config::Config* cfg = nullptr;
 };
 
@@ -116,8 +119,13 @@ struct Domain {
 };
 
 /// The API version the application opened the fabric with (fid_fabric.api_version, set by the
-/// libfabric core); error-data rules differ below 1.5.
+/// libfabric core); error-data rules differ below 1.5, and common/fi_api.h lists what differs
+/// after 1.17.
 inline uint32_t api_version(const Fabric* f) noexcept { return f->fid.api_version; }
+/// Whether the application that opened `f` gets the behaviour of API `since` (fi_api::at_least).
+inline bool api_at_least(const Fabric* f, uint32_t since) noexcept {
+  return fi_api::at_least(api_version(f), since);
+}
 
 /// The form addresses take for an info's addr_format (attr.cc grants FI_FORMAT_UNSPEC,
 /// FI_SOCKADDR_IN and FI_SOCKADDR; see wire/address.h).
@@ -175,7 +183,7 @@ void eq_progress_port(fid_eq* eq, progress::PortEngine* engine) noexcept;
 bool eq_attach_progress(fid_eq* eq, wait::ProgressSource* extra) noexcept;
 /// Stops running `extra` (if it is the one attached).
 void eq_detach_progress(fid_eq* eq, wait::ProgressSource* extra) noexcept;
-/// The queue behind one of our EQs (for objects that write events: AVs, later CM), or nullptr.
+/// The queue behind one of our EQs (for objects that write events: AVs, connections), or nullptr.
 event::Eq* eq_of(fid_eq* eq) noexcept;
 /// Counts objects bound to an EQ (endpoints, AVs, passive endpoints: +1 on bind, -1 when they
 /// close); fi_close on the EQ returns -FI_EBUSY while the count is not 0. Returns the new count,

@@ -1,451 +1,370 @@
 // SPDX-License-Identifier: BSD-3-Clause
 //
-// FI_EP_DGRAM endpoints: the fid_ep ops tables over proto::DgramEndpoint. Bind a CQ (or counter)
-// per direction and an AV, then fi_enable reserves the UDP port (the one in info->src_addr or
-// fi_setname, else an ephemeral one) on the domain's port.
-//
-// Multicast (FI_MULTICAST, fi_cm(3) fi_join): an enabled endpoint bound to an EQ joins an IPv4
-// group given as a struct sockaddr_in (AF_INET, 224.0.0.0/4, a non-zero UDP port) or as a dpfab
-// address (wire::Address) whose IPv4 is a group; its MAC must be zero or the group's. The join is
-// done when fi_join returns, and its FI_JOIN_COMPLETE event (fid = the fid_mc, context) is on the
-// EQ by then. fi_mc_addr gives an fi_addr_t outside the AV's index space (kMcAddrTag | slot) that
-// the send calls take, with or without FI_MULTICAST. A receiving member gets every datagram sent
-// to the group and UDP port, whatever port the endpoint is bound to. fi_close on the fid_mc
-// leaves; fi_close on the endpoint returns -FI_EBUSY while any of its fid_mc is open.
-#include <arpa/inet.h>
-#include <netinet/in.h>
+// What every endpoint type shares (ep.h): fi_endpoint, which hands the info to its type's file
+// (ep_dgram.cc, ep_rdm.cc, ep_msg.cc), and the parts of fid_ep that do not depend on the
+// protocol.
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_rma.h>
-#include <rdma/fi_tagged.h>
 
-#include <array>
-#include <cstring>
-#include <memory>
-#include <mutex>
+#include <iterator>
 
-#include "dpdk.h"
+#include "api_version.h"
 #include "ep.h"
-#include "event/cntr.h"
-#include "event/cq.h"
-#include "proto/av.h"
-#include "proto/dgram.h"
-#include "wire/format.h"
 #include "wire/multicast.h"
 
 namespace dpfab::ofi {
+
+int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context) noexcept {
+  if (!domain || !info || !ep) return -FI_EINVAL;
+  Domain* dom = container_of_fid<Domain>(&domain->fid);
+  const int type = info->ep_attr ? app_enum(info->ep_attr->type) : FI_EP_UNSPEC;
+  if (type != FI_EP_DGRAM && type != FI_EP_RDM && type != FI_EP_MSG && type != FI_EP_UNSPEC)
+    return -FI_EINVAL;
+  if (!dom->engine) return -FI_ENODEV;  // a port the application owns: no data path
+  if (type == FI_EP_RDM) return rdm_endpoint_open(dom, info, ep, context);
+  if (type == FI_EP_MSG) return msg_endpoint_open(dom, info, ep, context);
+  return dgram_endpoint_open(dom, info, ep, context);
+}
+
+void ep_base_init(EpBase* e, Domain* dom, const fi_info* info, void* context) noexcept {
+  static std::atomic<uint64_t> tokens{0};
+  e->token = tokens.fetch_add(1, std::memory_order_relaxed) + 1;  // relaxed: only unique
+  e->domain = dom;
+  e->engine = dom->engine;
+  e->caps = info->caps ? info->caps : (FI_MSG | FI_SEND | FI_RECV);
+  if (!(e->caps & (FI_SEND | FI_RECV))) e->caps |= FI_SEND | FI_RECV;
+  if (info->tx_attr) e->tx_op_flags = info->tx_attr->op_flags;
+  if (info->rx_attr) e->rx_op_flags = info->rx_attr->op_flags;
+  e->format = addr_format_of(info->addr_format);
+  const uint32_t version = api_version(dom->fabric);
+  e->directed_msg = api::directed_recv(e->caps, version, false);
+  e->directed_tagged = api::directed_recv(e->caps, version, true);
+  EpBase::SizeLimits& l = e->info_limits;
+  if (info->ep_attr && info->ep_attr->max_msg_size)
+    l.max_msg = l.max_tagged = info->ep_attr->max_msg_size;
+  if (info->tx_attr && info->tx_attr->inject_size)
+    l.inject_msg = l.inject_tagged = info->tx_attr->inject_size;
+  e->limits = l;
+  if (auto a = wire::read_address(info->src_addr, info->src_addrlen)) {
+    e->udp_port_be = a->udp_port_be;
+    e->ep_id_be = a->ep_id_be;
+  }
+  e->fid.fid.fclass = FI_CLASS_EP;
+  e->fid.fid.context = context;
+}
+
+void ep_base_release(EpBase* e) noexcept {
+  if (e->tx_cq) e->tx_cq->remove_binding();
+  if (e->rx_cq && e->rx_cq != e->tx_cq) e->rx_cq->remove_binding();
+  // Each counter bound holds one reference, however many of the flags it was bound with.
+  event::Cntr* bound[] = {e->tx_cntr,   e->rx_cntr,     e->write_cntr,
+                          e->read_cntr, e->rwrite_cntr, e->rread_cntr};
+  for (size_t i = 0; i < std::size(bound); ++i) {
+    bool seen = false;
+    for (size_t j = 0; j < i; ++j) seen |= bound[j] == bound[i];
+    if (bound[i] && !seen) bound[i]->bind_unref();
+  }
+  if (e->av_fid) av_bind_ref(e->av_fid, -1);
+  if (e->eq) eq_bind_ref(e->eq, -1);
+  e->domain->refs.fetch_sub(1, std::memory_order_release);
+}
+
+int ep_base_bind(fid* f, fid* bfid, uint64_t flags) noexcept {
+  EpBase* e = ep_base_of(f);
+  if (!bfid) return -FI_EINVAL;
+  if (e->enabled) return -FI_EOPBADSTATE;
+  switch (bfid->fclass) {
+    case FI_CLASS_CQ: {
+      if (flags & ~(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)) return -FI_EBADFLAGS;
+      WaitInfo wi;
+      if (cq_wait_info(bfid, &wi) != FI_SUCCESS) return -FI_EINVAL;
+      auto* cq = static_cast<event::Cq*>(wi.waitable);
+      bool tx = flags & FI_TRANSMIT, rx = flags & FI_RECV;
+      if ((tx && e->tx_cq) || (rx && e->rx_cq)) return -FI_EINVAL;  // one CQ per direction
+      if (!tx && !rx) return -FI_EBADFLAGS;
+      cq->add_binding();
+      const bool selective = flags & FI_SELECTIVE_COMPLETION;
+      if (tx) e->tx_cq = cq, e->tx_cq_fid = bfid, e->tx_selective = selective;
+      if (rx) e->rx_cq = cq, e->rx_cq_fid = bfid, e->rx_selective = selective;
+      return FI_SUCCESS;
+    }
+    case FI_CLASS_CNTR: {
+      // Sends and receives; on RDM and MSG endpoints also the RMA and atomic operations this
+      // endpoint starts (FI_WRITE, FI_READ) and those that reach it (FI_REMOTE_WRITE,
+      // FI_REMOTE_READ).
+      constexpr uint64_t kRma = FI_WRITE | FI_READ | FI_REMOTE_WRITE | FI_REMOTE_READ;
+      const uint64_t allowed = FI_SEND | FI_RECV | (e->type == FI_EP_DGRAM ? 0 : kRma);
+      if (flags & ~allowed) return -FI_EBADFLAGS;
+      WaitInfo wi;
+      if (cntr_wait_info(bfid, &wi) != FI_SUCCESS) return -FI_EINVAL;
+      auto* c = static_cast<event::Cntr*>(wi.waitable);
+      struct {
+        uint64_t flag;
+        event::Cntr** slot;
+      } kinds[] = {{FI_SEND, &e->tx_cntr},
+                   {FI_RECV, &e->rx_cntr},
+                   {FI_WRITE, &e->write_cntr},
+                   {FI_READ, &e->read_cntr},
+                   {FI_REMOTE_WRITE, &e->rwrite_cntr},
+                   {FI_REMOTE_READ, &e->rread_cntr}};
+      if (!(flags & allowed)) return -FI_EINVAL;
+      for (auto& k : kinds)
+        if ((flags & k.flag) && *k.slot) return -FI_EINVAL;  // one counter per event
+      bool held = false;  // a counter bound for other events already holds its reference
+      for (auto& k : kinds) held |= *k.slot == c;
+      if (!held) c->bind_ref();
+      for (auto& k : kinds)
+        if (flags & k.flag) *k.slot = c;
+      return FI_SUCCESS;
+    }
+    case FI_CLASS_AV: {
+      if (e->av_fid) return -FI_EINVAL;
+      auto* av = av_of(container_of_fid<fid_av>(bfid));
+      if (!av) return -FI_EINVAL;
+      av_bind_ref(container_of_fid<fid_av>(bfid), +1);
+      e->av_fid = container_of_fid<fid_av>(bfid);
+      e->av = av;
+      return FI_SUCCESS;
+    }
+    case FI_CLASS_EQ:
+      if (e->eq) return -FI_EINVAL;
+      if (eq_bind_ref(container_of_fid<fid_eq>(bfid), +1) < 0) return -FI_EINVAL;
+      e->eq = container_of_fid<fid_eq>(bfid);
+      return FI_SUCCESS;
+    default:
+      return -FI_EINVAL;
+  }
+}
+
+int ep_base_enable_check(const EpBase* e) noexcept {
+  if ((e->caps & FI_SEND) && !e->tx_cq && !e->tx_cntr) return -FI_ENOCQ;
+  if ((e->caps & FI_RECV) && !e->rx_cq && !e->rx_cntr) return -FI_ENOCQ;
+  if (!e->av) return -FI_ENOAV;
+  return FI_SUCCESS;
+}
+
+int ep_base_bind_port(EpBase* e, proto::Receiver* r) noexcept {
+  uint16_t port = e->udp_port_be;
+  if (port) {
+    if (int rc = e->engine->bind(port, r); rc != FI_SUCCESS) return rc;
+    return port;
+  }
+  port = e->engine->bind_ephemeral(r);
+  return port ? port : -FI_EADDRINUSE;
+}
+
+void ep_base_enabled(EpBase* e) noexcept {
+  if (e->eq) {  // RM disabled: CQ overruns become asynchronous errors on this EQ
+    if (e->tx_cq_fid) cq_report_overrun_to(e->tx_cq_fid, e->eq);
+    if (e->rx_cq_fid) cq_report_overrun_to(e->rx_cq_fid, e->eq);
+  }
+  e->enabled = true;
+}
+
 namespace {
 
-// FI_SOURCE lookups go to the bound address vector.
-class AvSource final : public proto::SourceLookup {
- public:
-  const proto::AddressVector* av = nullptr;
-  fi_addr_t reverse(uint32_t ip, uint16_t port, uint16_t ep) const noexcept override {
-    return av ? av->reverse(ip, port, ep) : FI_ADDR_NOTAVAIL;
-  }
+// fi_ep_alias: the endpoint's tables with op flags of its own (ep.h).
+struct EpAlias final : EpBase {
+  wire::Address address() const noexcept override { return alias_of->address(); }
 };
 
-struct Endpoint;
-
-// fi_mc_addr values: the tag bit keeps them apart from AV indices (below kMaxEntries) and from
-// FI_ADDR_NOTAVAIL; the low bits are the group's slot in its endpoint.
-constexpr fi_addr_t kMcAddrTag = fi_addr_t{1} << 62;
-constexpr size_t kMaxJoins = 64;  // open fid_mc per endpoint
-
-// A joined group (fid_mc).
-struct Mc {
-  fid_mc fid{};
-  Endpoint* ep = nullptr;
-  size_t slot = 0;
-  uint32_t group_be = 0;
-  uint16_t udp_port_be = 0;
-  bool sends = false;     // may send to the group through fi_mc_addr
-  bool receives = false;  // a member of the port's group table
-  proto::Destination dest;
-};
-
-struct Endpoint final : EpBase {
-  std::unique_ptr<proto::DgramEndpoint> dgram;
-  proto::DgramEndpoint::Config cfg;
-  AvSource source;
-  wire::Address address() const noexcept override { return dgram->address(); }
-  // Joined groups: fi_join/fi_close(mc) write under mc_mutex; the send path reads the slots.
-  std::mutex mc_mutex;
-  std::array<std::atomic<Mc*>, kMaxJoins> mcs{};
-  size_t mc_open = 0;  // under mc_mutex
-};
-
-Endpoint* ep_of(fid* f) noexcept { return static_cast<Endpoint*>(ep_base_of(f)); }
-Endpoint* ep_of(fid_ep* e) noexcept { return ep_of(&e->fid); }
-
-// ---- fi_ops ------------------------------------------------------------------------------
-
-int ep_close(fid* f) noexcept {
-  Endpoint* e = ep_of(f);
-  {
-    std::lock_guard lock(e->mc_mutex);
-    if (e->mc_open) return -FI_EBUSY;  // close the fid_mc objects first
-  }
-  if (e->enabled) {
-    e->engine->unbind(e->dgram->address().udp_port_be);
-    e->engine->with_rx_owner([&] { e->dgram->clear_backlog_locked(); });
-  }
-  ep_base_release(e);
-  delete e;
+int alias_close(fid* f) noexcept {
+  EpBase* a = ep_base_of(f);
+  a->alias_of->aliases.fetch_sub(1, std::memory_order_release);
+  delete static_cast<EpAlias*>(a);
   return FI_SUCCESS;
 }
 
-int ep_enable(Endpoint* e) noexcept {
-  if (e->enabled) return FI_SUCCESS;
-  if (int r = ep_base_enable_check(e); r != FI_SUCCESS) return r;
-  if (e->tx_cq) e->dgram->bind_cq(e->tx_cq, true, false, e->tx_selective);
-  if (e->rx_cq) e->dgram->bind_cq(e->rx_cq, false, true, e->rx_selective);
-  e->dgram->bind_cntr(e->tx_cntr, true, false);
-  e->dgram->bind_cntr(e->rx_cntr, false, true);
-  e->source.av = e->av;
-  e->dgram->bind_source_lookup(&e->source);
-  const int port = ep_base_bind_port(e, e->dgram.get());
-  if (port < 0) return port;
-  e->dgram->set_address(static_cast<uint16_t>(port), e->ep_id_be);
-  ep_base_enabled(e);
-  return FI_SUCCESS;
+int alias_control(fid* f, int command, void* arg) noexcept {
+  // Its own op flags; anything else is the endpoint's business (and not an alias's).
+  if (command != FI_GETOPSFLAG && command != FI_SETOPSFLAG) return -FI_ENOSYS;
+  return ep_base_control(ep_base_of(f), command, arg);
 }
 
-int ep_control(fid* f, int command, void* arg) noexcept {
-  Endpoint* e = ep_of(f);
-  return command == FI_ENABLE ? ep_enable(e) : ep_base_control(e, command, arg);
-}
-
-fi_ops g_ep_fi_ops = {
+fi_ops g_alias_fi_ops = {
     .size = sizeof(fi_ops),
-    .close = ep_close,
-    .bind = ep_base_bind,
-    .control = ep_control,
-    .ops_open = enosys<decltype(fi_ops::ops_open)>,
-    .tostr = nullptr,
-    .ops_set = enosys<decltype(fi_ops::ops_set)>,
-};
-
-// ---- fi_ops_ep ---------------------------------------------------------------------------
-
-ssize_t ep_cancel(fid* f, void* context) noexcept {
-  Endpoint* e = ep_of(f);
-  int r = -FI_ENOENT;
-  e->engine->with_rx_owner([&] { r = e->dgram->cancel_locked(context); });
-  return r;
-}
-
-// No endpoint options apply to DGRAM (FI_OPT_MIN_MULTI_RECV needs FI_MULTI_RECV, CM data needs
-// connections).
-int ep_getopt(fid*, int, int, void*, size_t*) noexcept { return -FI_ENOPROTOOPT; }
-
-int ep_setopt(fid*, int, int, const void*, size_t) noexcept { return -FI_ENOPROTOOPT; }
-
-fi_ops_ep g_ep_ops = {
-    .size = sizeof(fi_ops_ep),
-    .cancel = ep_cancel,
-    .getopt = ep_getopt,
-    .setopt = ep_setopt,
-    .tx_ctx = enosys<decltype(fi_ops_ep::tx_ctx)>,
-    .rx_ctx = enosys<decltype(fi_ops_ep::rx_ctx)>,
-    .rx_size_left = enosys<decltype(fi_ops_ep::rx_size_left)>,
-    .tx_size_left = enosys<decltype(fi_ops_ep::tx_size_left)>,
-};
-
-// ---- fi_ops_cm ---------------------------------------------------------------------------
-
-// ---- multicast ---------------------------------------------------------------------------
-
-int mc_close(fid* f) noexcept {
-  Mc* mc = container_of_fid<Mc>(f);
-  Endpoint* e = mc->ep;
-  std::lock_guard lock(e->mc_mutex);
-  // Release: nothing is published through the slot's clearing; a sender still holding the old
-  // pointer is the application's race (sending on a group it is closing).
-  e->mcs[mc->slot].store(nullptr, std::memory_order_release);
-  if (mc->receives) e->engine->leave_group(mc->group_be, mc->udp_port_be, e->dgram.get());
-  --e->mc_open;
-  delete mc;
-  return FI_SUCCESS;
-}
-
-fi_ops g_mc_fi_ops = {
-    .size = sizeof(fi_ops),
-    .close = mc_close,
+    .close = alias_close,
     .bind = enosys<decltype(fi_ops::bind)>,
-    .control = enosys<decltype(fi_ops::control)>,
+    .control = alias_control,
     .ops_open = enosys<decltype(fi_ops::ops_open)>,
     .tostr = nullptr,
     .ops_set = enosys<decltype(fi_ops::ops_set)>,
 };
 
-// The group fi_join names: a sockaddr_in or a wire::Address (told apart by their first bytes:
-// sa_family AF_INET, or the address version with a zero reserved byte).
-// @return 0; -FI_EINVAL when `addr` is neither or not a group with a UDP port (and a MAC that is
-//         zero or the group's); -FI_ENOSYS for AF_INET6 (IPv6 groups are not offered).
-int parse_group(const void* addr, uint32_t* group_be, uint16_t* port_be) noexcept {
-  if (!addr) return -FI_EINVAL;
-  sa_family_t family;
-  std::memcpy(&family, addr, sizeof(family));
-  const auto* bytes = static_cast<const uint8_t*>(addr);
-  if (family == AF_INET) {
-    sockaddr_in sin;
-    std::memcpy(&sin, addr, sizeof(sin));
-    *group_be = sin.sin_addr.s_addr;
-    *port_be = sin.sin_port;
-  } else if (family == AF_INET6) {
-    return -FI_ENOSYS;
-  } else if (bytes[0] == wire::kAddressVersion && bytes[1] == 0) {
-    wire::Address a;
-    std::memcpy(&a, addr, sizeof(a));
-    static constexpr uint8_t kZero[6] = {};
-    const rte_ether_addr want = wire::multicast_mac(a.ipv4_be);
-    if (std::memcmp(a.mac, kZero, 6) != 0 && std::memcmp(a.mac, want.addr_bytes, 6) != 0)
-      return -FI_EINVAL;
-    *group_be = a.ipv4_be;
-    *port_be = a.udp_port_be;
-  } else {
-    return -FI_EINVAL;
-  }
-  if (!wire::is_multicast_ipv4(*group_be) || *port_be == 0) return -FI_EINVAL;
-  return 0;
+int make_alias(EpBase* e, const struct fi_alias* al) noexcept {
+  if (!al || !al->fid) return -FI_EINVAL;
+  if (e->type == FI_EP_DGRAM || e->alias_of) return -FI_ENOSYS;
+  const uint64_t dir = al->flags & (FI_TRANSMIT | FI_RECV);
+  if (dir != FI_TRANSMIT && dir != FI_RECV) return -FI_EINVAL;  // one direction
+  auto* a = new (std::nothrow) EpAlias();
+  if (!a) return -FI_ENOMEM;
+  a->fid = e->fid;                   // the endpoint's tables (msg, tagged, rma, atomic, cm, ops)...
+  a->fid.fid.ops = &g_alias_fi_ops;  // ...but its own close and op flags
+  a->alias_of = e;
+  a->type = e->type;
+  a->tx_op_flags = e->tx_op_flags;
+  a->rx_op_flags = e->rx_op_flags;
+  if (dir == FI_TRANSMIT)
+    a->tx_op_flags = al->flags & ~dir;
+  else
+    a->rx_op_flags = al->flags & ~dir;
+  e->aliases.fetch_add(1, std::memory_order_relaxed);
+  *al->fid = &a->fid.fid;
+  return FI_SUCCESS;
 }
-
-int ep_join(fid_ep* ep, const void* addr, uint64_t flags, fid_mc** mc_out, void* context) noexcept {
-  return guard("fi_join", [&]() -> int {
-    Endpoint* e = ep_of(ep);
-    if (!mc_out) return -FI_EINVAL;
-    if (!(e->caps & FI_MULTICAST)) return -FI_EOPNOTSUPP;
-    if (flags & ~(FI_SEND | FI_RECV)) return -FI_EBADFLAGS;
-    // "The endpoint must be configured for transmit (receive) operations to use this flag."
-    if ((flags & FI_SEND) && !(e->caps & FI_SEND)) return -FI_EINVAL;
-    if ((flags & FI_RECV) && !(e->caps & FI_RECV)) return -FI_EINVAL;
-    if (!e->eq) return -FI_ENOEQ;
-    if (!e->enabled) return -FI_EOPBADSTATE;
-    event::Eq* eq = eq_of(e->eq);
-    if (!eq) return -FI_EINVAL;
-    uint32_t group_be = 0;
-    uint16_t port_be = 0;
-    if (int r = parse_group(addr, &group_be, &port_be); r != 0) return r;
-
-    auto mc = std::make_unique<Mc>();
-    mc->ep = e;
-    mc->group_be = group_be;
-    mc->udp_port_be = port_be;
-    const uint64_t want = flags ? flags : e->caps;  // default: what the endpoint can do
-    mc->sends = want & FI_SEND;
-    mc->receives = want & FI_RECV;
-    mc->dest.mac = wire::multicast_mac(group_be);
-    mc->dest.ipv4_be = group_be;
-    mc->dest.udp_port_be = port_be;
-    mc->dest.ep_id_be = 0;  // every member: group frames are matched by group and port
-
-    std::lock_guard lock(e->mc_mutex);
-    size_t slot = kMaxJoins;
-    for (size_t i = 0; i < kMaxJoins && slot == kMaxJoins; ++i)
-      if (!e->mcs[i].load(std::memory_order_relaxed)) slot = i;
-    if (slot == kMaxJoins) return -FI_ENOSPC;
-    mc->slot = slot;
-    if (mc->receives) {
-      if (int r = e->engine->join_group(group_be, port_be, e->dgram.get()); r != 0) return r;
-    }
-    mc->fid.fid.fclass = FI_CLASS_MC;
-    mc->fid.fid.context = context;
-    mc->fid.fid.ops = &g_mc_fi_ops;
-    mc->fid.fi_addr = kMcAddrTag | slot;
-
-    fi_eq_entry entry{};
-    entry.fid = &mc->fid.fid;
-    entry.context = context;
-    if (ssize_t w = eq->write(FI_JOIN_COMPLETE, &entry, sizeof(entry), 0); w < 0) {
-      if (mc->receives) e->engine->leave_group(group_be, port_be, e->dgram.get());
-      return static_cast<int>(w);
-    }
-    // Release: pairs with the acquire load in destination(): a sender that finds the slot sees
-    // the group's destination.
-    e->mcs[slot].store(mc.get(), std::memory_order_release);
-    ++e->mc_open;
-    char ip[INET_ADDRSTRLEN] = "?";
-    inet_ntop(AF_INET, &group_be, ip, sizeof(ip));
-    DPFAB_INFO(FI_LOG_EP_CTRL, "joined %s:%u (%s%s)", ip, ntohs(port_be), mc->sends ? "send" : "",
-               mc->receives ? (mc->sends ? "+recv" : "recv") : "");
-    *mc_out = &mc.release()->fid;
-    return FI_SUCCESS;
-  });
-}
-
-fi_ops_cm g_ep_cm_ops = {
-    .size = sizeof(fi_ops_cm),
-    .setname = ep_setname,
-    .getname = ep_getname,
-    .getpeer = enosys<decltype(fi_ops_cm::getpeer)>,
-    .connect = enosys<decltype(fi_ops_cm::connect)>,
-    .listen = enosys<decltype(fi_ops_cm::listen)>,
-    .accept = enosys<decltype(fi_ops_cm::accept)>,
-    .reject = enosys<decltype(fi_ops_cm::reject)>,
-    .shutdown = enosys<decltype(fi_ops_cm::shutdown)>,
-    .join = ep_join,
-};
-
-// ---- fi_ops_msg --------------------------------------------------------------------------
-
-// -FI_EINVAL for an address that is neither in the AV nor a joined group; -FI_EPERM for a group
-// joined receive-only (fi_join with FI_RECV).
-int destination(const Endpoint* e, fi_addr_t a, proto::Destination* d) noexcept {
-  if (a != FI_ADDR_NOTAVAIL && (a & kMcAddrTag)) {
-    const fi_addr_t slot = a & ~kMcAddrTag;
-    // Acquire: pairs with the release store in ep_join.
-    const Mc* mc = slot < kMaxJoins ? e->mcs[slot].load(std::memory_order_acquire) : nullptr;
-    if (!mc) return -FI_EINVAL;
-    if (!mc->sends) return -FI_EPERM;
-    *d = mc->dest;
-    return 0;
-  }
-  const proto::AvEntry* entry = e->av ? e->av->lookup(a) : nullptr;
-  if (!entry) return -FI_EINVAL;
-  std::memcpy(d->mac.addr_bytes, entry->addr.mac, 6);
-  d->ipv4_be = entry->addr.ipv4_be;
-  d->udp_port_be = entry->addr.udp_port_be;
-  d->ep_id_be = entry->addr.ep_id_be;
-  return 0;
-}
-
-ssize_t do_send(fid_ep* ep, const iovec* iov, size_t count, fi_addr_t dest, void* context,
-                uint64_t flags, bool has_data, uint64_t data, bool inject) noexcept {
-  Endpoint* e = ep_of(ep);
-  if (!e->enabled) return -FI_EOPBADSTATE;
-  proto::Destination d;
-  if (int r = destination(e, dest, &d); r != 0) return r;
-  return e->dgram->send(iov, count, d, context, flags, has_data, data, inject);
-}
-
-ssize_t do_recv(fid_ep* ep, const iovec* iov, size_t count, void* context,
-                uint64_t flags) noexcept {
-  Endpoint* e = ep_of(ep);
-  if (!e->enabled) return -FI_EOPBADSTATE;
-  if (flags & FI_MULTI_RECV) return -FI_EINVAL;  // not offered
-  return e->dgram->post_recv(iov, count, context, flags);
-}
-
-ssize_t msg_recv(fid_ep* ep, void* buf, size_t len, void*, fi_addr_t, void* context) noexcept {
-  iovec iov{buf, len};
-  return do_recv(ep, &iov, 1, context, ep_of(ep)->rx_op_flags);
-}
-
-ssize_t msg_recvv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t,
-                  void* context) noexcept {
-  return do_recv(ep, iov, count, context, ep_of(ep)->rx_op_flags);
-}
-
-// The fi_msg(3) flags fi_sendmsg and fi_recvmsg take here; any other bit is -FI_EINVAL: bits
-// libfabric does not define, flags of the other direction, and those this endpoint does not offer
-// (FI_FENCE: no FI_FENCE capability; FI_DELIVERY_COMPLETE: "applies only to reliable endpoints",
-// fi_cq(3); FI_MULTI_RECV, FI_CLAIM, FI_DISCARD: neither multi-receive nor buffered receives).
-constexpr uint64_t kSendmsgFlags = FI_COMPLETION | FI_MORE | FI_REMOTE_CQ_DATA | FI_INJECT |
-                                   FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_MULTICAST;
-constexpr uint64_t kRecvmsgFlags = FI_COMPLETION | FI_MORE | FI_TRANSMIT_COMPLETE;
-
-ssize_t msg_recvmsg(fid_ep* ep, const fi_msg* msg, uint64_t flags) noexcept {
-  if (!msg || (flags & ~kRecvmsgFlags)) return -FI_EINVAL;
-  return do_recv(ep, msg->msg_iov, msg->iov_count, msg->context, flags);
-}
-
-ssize_t msg_send(fid_ep* ep, const void* buf, size_t len, void*, fi_addr_t dest,
-                 void* context) noexcept {
-  iovec iov{const_cast<void*>(buf), len};
-  return do_send(ep, &iov, 1, dest, context, ep_of(ep)->tx_op_flags, false, 0, false);
-}
-
-ssize_t msg_sendv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t dest,
-                  void* context) noexcept {
-  return do_send(ep, iov, count, dest, context, ep_of(ep)->tx_op_flags, false, 0, false);
-}
-
-ssize_t msg_sendmsg(fid_ep* ep, const fi_msg* msg, uint64_t flags) noexcept {
-  if (!msg || (flags & ~kSendmsgFlags)) return -FI_EINVAL;
-  // FI_INJECT: the buffer is free on return -- always true here (the payload is copied); the
-  // completion is still written as the flags ask.
-  return do_send(ep, msg->msg_iov, msg->iov_count, msg->addr, msg->context, flags,
-                 flags & FI_REMOTE_CQ_DATA, msg->data, false);
-}
-
-ssize_t msg_inject(fid_ep* ep, const void* buf, size_t len, fi_addr_t dest) noexcept {
-  iovec iov{const_cast<void*>(buf), len};
-  return do_send(ep, &iov, 1, dest, nullptr, 0, false, 0, true);
-}
-
-ssize_t msg_senddata(fid_ep* ep, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest,
-                     void* context) noexcept {
-  iovec iov{const_cast<void*>(buf), len};
-  return do_send(ep, &iov, 1, dest, context, ep_of(ep)->tx_op_flags, true, data, false);
-}
-
-ssize_t msg_injectdata(fid_ep* ep, const void* buf, size_t len, uint64_t data,
-                       fi_addr_t dest) noexcept {
-  iovec iov{const_cast<void*>(buf), len};
-  return do_send(ep, &iov, 1, dest, nullptr, 0, true, data, true);
-}
-
-fi_ops_msg g_msg_ops = {
-    .size = sizeof(fi_ops_msg),
-    .recv = msg_recv,
-    .recvv = msg_recvv,
-    .recvmsg = msg_recvmsg,
-    .send = msg_send,
-    .sendv = msg_sendv,
-    .sendmsg = msg_sendmsg,
-    .inject = msg_inject,
-    .senddata = msg_senddata,
-    .injectdata = msg_injectdata,
-};
-
-// Tagged operations: not offered on DGRAM endpoints.
-fi_ops_tagged g_tagged_ops = {
-    .size = sizeof(fi_ops_tagged),
-    .recv = enosys<decltype(fi_ops_tagged::recv)>,
-    .recvv = enosys<decltype(fi_ops_tagged::recvv)>,
-    .recvmsg = enosys<decltype(fi_ops_tagged::recvmsg)>,
-    .send = enosys<decltype(fi_ops_tagged::send)>,
-    .sendv = enosys<decltype(fi_ops_tagged::sendv)>,
-    .sendmsg = enosys<decltype(fi_ops_tagged::sendmsg)>,
-    .inject = enosys<decltype(fi_ops_tagged::inject)>,
-    .senddata = enosys<decltype(fi_ops_tagged::senddata)>,
-    .injectdata = enosys<decltype(fi_ops_tagged::injectdata)>,
-};
 
 }  // namespace
 
-int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context) noexcept {
-  return guard("fi_endpoint", [&]() -> int {
-    if (!domain || !info || !ep) return -FI_EINVAL;
-    Domain* dom = container_of_fid<Domain>(&domain->fid);
-    const fi_ep_type type = info->ep_attr ? info->ep_attr->type : FI_EP_UNSPEC;
-    if (type != FI_EP_DGRAM && type != FI_EP_RDM && type != FI_EP_MSG && type != FI_EP_UNSPEC)
-      return -FI_EINVAL;
-    if (!dom->engine) return -FI_ENODEV;  // a port the application owns: no data path
-    if (type == FI_EP_RDM) return rdm_endpoint_open(dom, info, ep, context);
-    if (type == FI_EP_MSG) return msg_endpoint_open(dom, info, ep, context);
-    auto e = std::make_unique<Endpoint>();
-    ep_base_init(e.get(), dom, info, context);
-    size_t max_msg = wire::max_payload(dom->engine->mtu() ? dom->engine->mtu() : 1500);
-    e->cfg.max_msg = max_msg;
-    e->cfg.inject_size = max_msg;
-    e->cfg.rx_size = info->rx_attr && info->rx_attr->size ? info->rx_attr->size : 512;
-    e->cfg.source = e->caps & FI_SOURCE;
-    e->cfg.rm_enabled = !(info->domain_attr && info->domain_attr->resource_mgmt == FI_RM_DISABLED);
-    auto dg = proto::DgramEndpoint::create(dom->engine, e->cfg);
-    if (!dg) return dg.code();
-    e->dgram = std::move(dg.value());
-    e->fid.fid.ops = &g_ep_fi_ops;
-    e->fid.ops = &g_ep_ops;
-    e->fid.cm = &g_ep_cm_ops;
-    e->fid.msg = &g_msg_ops;
-    e->fid.rma = &g_no_rma_ops;
-    e->fid.tagged = &g_tagged_ops;
-    e->fid.atomic = &g_no_atomic_ops;
-    dom->refs.fetch_add(1, std::memory_order_relaxed);
-    *ep = &e.release()->fid;
-    return FI_SUCCESS;
-  });
+int ep_base_control(EpBase* e, int command, void* arg) noexcept {
+  switch (command) {
+    case FI_ALIAS:
+      return make_alias(e, static_cast<const struct fi_alias*>(arg));
+    case FI_GETOPSFLAG: {
+      auto* flags = static_cast<uint64_t*>(arg);
+      if (!flags) return -FI_EINVAL;
+      if (*flags & FI_TRANSMIT)
+        *flags = e->tx_op_flags;
+      else if (*flags & FI_RECV)
+        *flags = e->rx_op_flags;
+      else
+        return -FI_EINVAL;
+      return FI_SUCCESS;
+    }
+    case FI_SETOPSFLAG: {
+      auto* flags = static_cast<uint64_t*>(arg);
+      if (!flags) return -FI_EINVAL;
+      if (*flags & FI_TRANSMIT)
+        e->tx_op_flags = *flags & ~FI_TRANSMIT;
+      else if (*flags & FI_RECV)
+        e->rx_op_flags = *flags & ~FI_RECV;
+      else
+        return -FI_EINVAL;
+      return FI_SUCCESS;
+    }
+    default:
+      return -FI_ENOSYS;
+  }
 }
+
+namespace {
+
+// The limit a size option names, and the one of the info it may not exceed; nullptr when the
+// endpoint has no such option (see ep.h).
+size_t* size_option(EpBase* e, int name, size_t* info_value) noexcept {
+#if DPFAB_FI_HEADERS_AT_LEAST(1, 22)
+  if (!api_at_least(e->domain->fabric, fi_api::kSizeOptions)) return nullptr;
+  EpBase::SizeLimits& l = e->limits;
+  const EpBase::SizeLimits& info = e->info_limits;
+  const bool msg = e->caps & FI_MSG, tagged = e->caps & FI_TAGGED;
+  switch (name) {
+    case FI_OPT_MAX_MSG_SIZE:
+      *info_value = info.max_msg;
+      return msg ? &l.max_msg : nullptr;
+    case FI_OPT_MAX_TAGGED_SIZE:
+      *info_value = info.max_tagged;
+      return tagged ? &l.max_tagged : nullptr;
+    case FI_OPT_INJECT_MSG_SIZE:
+      *info_value = info.inject_msg;
+      return msg ? &l.inject_msg : nullptr;
+    case FI_OPT_INJECT_TAGGED_SIZE:
+      *info_value = info.inject_tagged;
+      return tagged ? &l.inject_tagged : nullptr;
+    default:  // FI_OPT_MAX_RMA_SIZE, FI_OPT_MAX_ATOMIC_SIZE, FI_OPT_INJECT_{RMA,ATOMIC}_SIZE
+      return nullptr;
+  }
+#else
+  (void)e, (void)name, (void)info_value;
+  return nullptr;
+#endif
+}
+
+}  // namespace
+
+int ep_base_getopt_size(EpBase* e, int name, void* val, size_t* len) noexcept {
+  size_t info_value = 0;
+  const size_t* v = size_option(e, name, &info_value);
+  if (!v) return -FI_ENOPROTOOPT;
+  if (!val || !len) return -FI_EINVAL;
+  if (*len < sizeof(size_t)) {
+    *len = sizeof(size_t);
+    return -FI_ETOOSMALL;
+  }
+  *static_cast<size_t*>(val) = *v;
+  *len = sizeof(size_t);
+  return FI_SUCCESS;
+}
+
+int ep_base_setopt_size(EpBase* e, int name, const void* val, size_t len) noexcept {
+  size_t info_value = 0;
+  size_t* v = size_option(e, name, &info_value);
+  if (!v) return -FI_ENOPROTOOPT;
+  if (!val || len != sizeof(size_t)) return -FI_EINVAL;
+  const size_t want = *static_cast<const size_t*>(val);
+  if (want > info_value) return -FI_EINVAL;  // "less than or equal to" the info's (fi_endpoint(3))
+  *v = want;
+  return FI_SUCCESS;
+}
+
+int ep_getname(fid* f, void* addr, size_t* addrlen) noexcept {
+  EpBase* e = ep_base_of(f);
+  if (!addrlen) return -FI_EINVAL;
+  wire::Address a = e->address();
+  if (!e->enabled) a.udp_port_be = e->udp_port_be, a.ep_id_be = e->ep_id_be;
+  size_t have = *addrlen;
+  *addrlen = sizeof(a);
+  if (!addr || have < sizeof(a)) return -FI_ETOOSMALL;
+  wire::write_address(a, e->format, addr, have);
+  return FI_SUCCESS;
+}
+
+int ep_setname(fid* f, void* addr, size_t addrlen) noexcept {
+  EpBase* e = ep_base_of(f);
+  if (e->enabled) return -FI_EOPBADSTATE;
+  auto a = wire::read_address(addr, addrlen);
+  if (!a) return -FI_EINVAL;
+  // Not our port's address (a loopback address names this host, and so our port too).
+  if (a->ipv4_be && a->ipv4_be != e->engine->ipv4_be() && !wire::is_loopback_ipv4(a->ipv4_be))
+    return -FI_EINVAL;
+  e->udp_port_be = a->udp_port_be;
+  e->ep_id_be = a->ep_id_be;
+  return FI_SUCCESS;
+}
+
+bool valid_iov(const iovec* iov, size_t count, size_t limit) noexcept {
+  if (count > limit || (count && !iov)) return false;
+  for (size_t i = 0; i < count; ++i)
+    if (!iov[i].iov_base && iov[i].iov_len) return false;
+  return true;
+}
+
+fi_ops_rma g_no_rma_ops = {
+    .size = sizeof(fi_ops_rma),
+    .read = enosys<decltype(fi_ops_rma::read)>,
+    .readv = enosys<decltype(fi_ops_rma::readv)>,
+    .readmsg = enosys<decltype(fi_ops_rma::readmsg)>,
+    .write = enosys<decltype(fi_ops_rma::write)>,
+    .writev = enosys<decltype(fi_ops_rma::writev)>,
+    .writemsg = enosys<decltype(fi_ops_rma::writemsg)>,
+    .inject = enosys<decltype(fi_ops_rma::inject)>,
+    .writedata = enosys<decltype(fi_ops_rma::writedata)>,
+    .injectdata = enosys<decltype(fi_ops_rma::injectdata)>,
+};
+
+fi_ops_atomic g_no_atomic_ops = {
+    .size = sizeof(fi_ops_atomic),
+    .write = enosys<decltype(fi_ops_atomic::write)>,
+    .writev = enosys<decltype(fi_ops_atomic::writev)>,
+    .writemsg = enosys<decltype(fi_ops_atomic::writemsg)>,
+    .inject = enosys<decltype(fi_ops_atomic::inject)>,
+    .readwrite = enosys<decltype(fi_ops_atomic::readwrite)>,
+    .readwritev = enosys<decltype(fi_ops_atomic::readwritev)>,
+    .readwritemsg = enosys<decltype(fi_ops_atomic::readwritemsg)>,
+    .compwrite = enosys<decltype(fi_ops_atomic::compwrite)>,
+    .compwritev = enosys<decltype(fi_ops_atomic::compwritev)>,
+    .compwritemsg = enosys<decltype(fi_ops_atomic::compwritemsg)>,
+    .writevalid = enosys<decltype(fi_ops_atomic::writevalid)>,
+    .readwritevalid = enosys<decltype(fi_ops_atomic::readwritevalid)>,
+    .compwritevalid = enosys<decltype(fi_ops_atomic::compwritevalid)>,
+};
 
 }  // namespace dpfab::ofi

@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: BSD-3-Clause
 //
-// What the endpoint types share (ep_common.cc): the fid, the bindings (CQs, counters, AV, EQ),
-// operation flags, the address an endpoint asks for, and the fi_ops that do not depend on the
-// protocol. ep.cc is FI_EP_DGRAM over proto::DgramEndpoint, ep_rdm.cc FI_EP_RDM over
-// proto::RdmEndpoint, ep_msg.cc FI_EP_MSG over proto::MsgEndpoint (pep.cc: passive endpoints;
-// ep_rdm_data.h: the data-path tables RDM and MSG share);
-// each embeds EpBase as its base and fills in its own ops tables.
+// What the endpoint types share (ep.cc): fi_endpoint's dispatch by type, the fid, the bindings
+// (CQs, counters, AV, EQ), operation flags, the address an endpoint asks for, and the fi_ops that
+// do not depend on the protocol. ep_dgram.cc is FI_EP_DGRAM over proto::DgramEndpoint, ep_rdm.cc
+// FI_EP_RDM over proto::RdmEndpoint, ep_msg.cc FI_EP_MSG over proto::MsgEndpoint (pep.cc: passive
+// endpoints; ep_rdm_data.h: the data-path tables RDM and MSG share); each embeds EpBase as its
+// base and fills in its own ops tables.
 #pragma once
 
 #include <rdma/fi_endpoint.h>
 
+#include <cstdint>
 #include <memory>
 
 #include "dpdk.h"
@@ -43,6 +44,15 @@ struct EpBase {
   fid_eq* eq = nullptr;
   uint64_t tx_op_flags = 0, rx_op_flags = 0;
   uint64_t caps = 0;
+  /// Whether receives' source addresses count (api::directed_recv of caps and the API version).
+  bool directed_msg = false, directed_tagged = false;
+  /// The largest message a send takes, and the largest an inject takes, untagged and tagged: the
+  /// info's max_msg_size and inject_size until FI_OPT_MAX_*_SIZE / FI_OPT_INJECT_*_SIZE (API
+  /// 1.22) lower them. Larger sends are -FI_EMSGSIZE.
+  struct SizeLimits {
+    size_t max_msg = SIZE_MAX, max_tagged = SIZE_MAX;
+    size_t inject_msg = SIZE_MAX, inject_tagged = SIZE_MAX;
+  } limits, info_limits;     ///< in force; the info's (what the options may not exceed)
   uint16_t udp_port_be = 0;  ///< asked for (info->src_addr / fi_setname), 0 = ephemeral
   uint16_t ep_id_be = 0;
   wire::AddrFormat format = wire::AddrFormat::kNative;  ///< what fi_getname writes
@@ -89,6 +99,21 @@ void ep_base_enabled(EpBase* e) noexcept;
 /// whose fid_ep tables are the endpoint's: their calls find the endpoint with ep_target_of);
 /// -FI_ENOSYS for other commands.
 int ep_base_control(EpBase* e, int command, void* arg) noexcept;
+/// fi_getopt / fi_setopt of the size options of API 1.22 (FI_OPT_MAX_MSG_SIZE,
+/// FI_OPT_MAX_TAGGED_SIZE, FI_OPT_INJECT_MSG_SIZE, FI_OPT_INJECT_TAGGED_SIZE: a size_t), for
+/// applications of 1.22 or later and headers that declare them. A set value is at most the
+/// info's (-FI_EINVAL beyond) and holds for the calls made from then on. -FI_ENOPROTOOPT for
+/// any other option, for an older application, for the tagged sizes without FI_TAGGED and for
+/// the RMA and atomic sizes (not offered); -FI_EINVAL for a wrong length or null pointer,
+/// -FI_ETOOSMALL (and the length needed in *len) for a short get buffer.
+int ep_base_getopt_size(EpBase* e, int name, void* val, size_t* len) noexcept;
+int ep_base_setopt_size(EpBase* e, int name, const void* val, size_t len) noexcept;
+/// Whether a send of `len` bytes is within the endpoint's limits (tagged or not, inject or not).
+inline bool ep_size_ok(const EpBase* e, size_t len, bool tagged, bool inject) noexcept {
+  const EpBase::SizeLimits& l = e->limits;
+  return len <= (tagged ? l.max_tagged : l.max_msg) &&
+         (!inject || len <= (tagged ? l.inject_tagged : l.inject_msg));
+}
 /// fi_getname / fi_setname (fi_ops_cm).
 int ep_getname(fid* f, void* addr, size_t* addrlen) noexcept;
 int ep_setname(fid* f, void* addr, size_t addrlen) noexcept;
@@ -101,6 +126,8 @@ bool valid_iov(const iovec* iov, size_t count, size_t limit) noexcept;
 extern fi_ops_rma g_no_rma_ops;
 extern fi_ops_atomic g_no_atomic_ops;
 
+/// fi_endpoint for FI_EP_DGRAM (ep_dgram.cc), and for an info without an endpoint type.
+int dgram_endpoint_open(Domain* dom, fi_info* info, fid_ep** ep, void* context) noexcept;
 /// fi_endpoint for FI_EP_RDM (ep_rdm.cc).
 int rdm_endpoint_open(Domain* dom, fi_info* info, fid_ep** ep, void* context) noexcept;
 
@@ -117,9 +144,7 @@ struct SharedPort {
       : engine(e), udp_port_be(port_be), share(e, &e->msg_stats(), passive) {}
   ~SharedPort() { engine->unbind(udp_port_be); }
   /// Frees endpoint id `ep_be` once no poll step is delivering to it.
-  void remove(uint16_t ep_be) noexcept {
-    engine->with_rx_owner([&] { share.remove_rx_owner(ep_be); });
-  }
+  void remove(uint16_t ep_be) noexcept { share.remove(ep_be); }
 };
 
 /// fi_endpoint for FI_EP_MSG. info->handle may be an FI_CONNREQ's request (the endpoint accepts

@@ -38,7 +38,6 @@
 #include "ep.h"
 #include "ep_rdm_data.h"
 #include "proto/atomic.h"
-#include "proto/rdm_core.h"
 #include "proto/rdm_endpoint.h"
 #include "wire/format.h"
 #include "wire/rdm.h"

@@ -141,7 +141,7 @@ uint64_t unusable_key() noexcept {
 proto::MrTable::Config mr_table_config(uint64_t mr_mode) noexcept {
   // FI_MR_BASIC (alone, and the pre-1.5 enum value 1) stands for VIRT_ADDR | ALLOCATED |
   // PROV_KEY; FI_MR_SCALABLE (value 2) for none of them.
-  const bool basic = mr_mode == FI_MR_BASIC;
+  const bool basic = mr_mode == fi_api::kMrBasic;
   proto::MrTable::Config c;
   c.prov_key = basic || (mr_mode & FI_MR_PROV_KEY);
   c.virt_addr = basic || (mr_mode & FI_MR_VIRT_ADDR);

@@ -4,7 +4,8 @@
 // libfabric's fi_log() with our provider struct (so FI_LOG_LEVEL / FI_LOG_PROV / FI_LOG_SUBSYS
 // apply), and that tools without libfabric (dpfab-info, unit tests) point at stderr.
 //
-// On the data path use only DPFAB_WARN_ONCE or the rate-limited forms: a log call formats a string.
+// On the data path log only with DPFAB_WARN_ONCE (a log call formats a string; once per call
+// site, it costs one relaxed exchange after the first) or count instead: statistics, not lines.
 #pragma once
 
 #include <rdma/fabric.h>

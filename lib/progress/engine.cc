@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "progress/engine.h"
 
+#include <arpa/inet.h>
 #include <poll.h>
 #include <pthread.h>
 #include <rdma/fi_errno.h>
@@ -19,7 +20,9 @@
 
 #include "common/clock.h"
 #include "common/counter.h"
+#include "common/lockcheck.h"
 #include "common/log.h"
+#include "wait/wake_batch.h"
 #include "wire/multicast.h"
 
 namespace dpfab::progress {
@@ -171,28 +174,65 @@ int64_t PortEngine::link_down_for_ns(int64_t now) noexcept {
   return since == 0 ? 0 : now - since;
 }
 
-void PortEngine::lock_tx() noexcept {
-  while (tx_lock_.exchange(true, std::memory_order_acquire))
-    while (tx_lock_.load(std::memory_order_relaxed)) rte_pause();
-}
-
 bool PortEngine::try_lock_tx_for(int64_t ns) noexcept {
   int64_t deadline = 0;
-  while (tx_lock_.exchange(true, std::memory_order_acquire)) {
+  while (!tx_lock_.try_lock()) {
     const int64_t now = now_ns();
     if (deadline == 0) deadline = now + ns;
     if (now >= deadline) return false;
-    for (int i = 0; i < 64 && tx_lock_.load(std::memory_order_relaxed); ++i) rte_pause();
+    for (int i = 0; i < 64 && tx_lock_.is_locked(); ++i) rte_pause();
   }
   return true;
 }
 
+bool PortEngine::set_kick_peer(KickChannel::Peer p) noexcept {
+  if (!try_lock_tx_for(kKickLockWaitNs)) return false;
+  kick_peer_ = p;
+  tx_lock_.unlock();
+  // A kick decided on before the swap writes the old peer's fd after the lock: the channel may
+  // close that fd only once it is written. Acquire: pairs with the release in kick_deferred.
+  const int64_t deadline = now_ns() + kKickLockWaitNs;
+  while (kicks_in_flight_.load(std::memory_order_acquire) != 0) {
+    if (now_ns() >= deadline) return false;
+    rx_wait();
+  }
+  return true;
+}
+
+void PortEngine::kick_deferred(void* engine, uint64_t fd) noexcept {
+  KickChannel::kick_fd(static_cast<int>(fd));
+  // Release: the write is done before set_kick_peer sees the count drop.
+  static_cast<PortEngine*>(engine)->kicks_in_flight_.fetch_sub(1, std::memory_order_release);
+}
+
+void PortEngine::warn_link_down(void* engine, uint64_t) noexcept {
+  DPFAB_WARN(FI_LOG_EP_DATA, "port %s: link down, datagrams are dropped",
+             static_cast<PortEngine*>(engine)->port_->info().name.c_str());
+}
+
+void PortEngine::run_as_rx_owner(void (*fn)(void*), void* arg) noexcept {
+  while (!try_take_rx()) rx_wait();
+  fn(arg);
+  release_rx();
+}
+
 uint16_t PortEngine::transmit(rte_mbuf** frames, uint16_t n) noexcept {
-  lock_tx();
-  uint16_t sent = likely(!stopped_) ? rte_eth_tx_burst(port_id_, 0, frames, n) : 0;
-  if (kick_peer_.flag && sent) KickChannel::kick(kick_peer_);
+  tx_lock_.lock();
+  uint16_t sent = 0;
+  if (likely(!stopped_)) {
+    // af_packet and af_xdp kick the kernel (sendto), tap writes its fd: the port's own syscalls.
+    lockcheck::Exempt pmd("PMD tx burst");
+    sent = rte_eth_tx_burst(port_id_, 0, frames, n);
+  }
+  // S1-S2 (memif_kick.h) under the lock, which keeps the peer's half valid; the write after it.
+  int kick_fd = -1;
+  if (kick_peer_.flag && sent && KickChannel::take_kick(kick_peer_)) {
+    kick_fd = kick_peer_.wake_fd;
+    kicks_in_flight_.fetch_add(1, std::memory_order_relaxed);  // ordered by the unlock below
+  }
   bump(stats_.tx_frames, sent);  // under the TX lock: one writer
-  unlock_tx();
+  tx_lock_.unlock();
+  if (kick_fd >= 0) wait::WakeBatch::defer(&PortEngine::kick_deferred, this, kick_fd);
   if (sent != n) {
     // A full queue on a live link is back-pressure (the caller sees -FI_EAGAIN), and so is a link
     // that is not up yet (a memif just connecting). A link down for longer than kLinkGraceNs (a
@@ -200,8 +240,11 @@ uint16_t PortEngine::transmit(rte_mbuf** frames, uint16_t n) noexcept {
     if (unlikely(link_down_for_ns(now_ns()) > kLinkGraceNs)) {
       rte_pktmbuf_free_bulk(frames + sent, n - sent);
       stats_.tx_link_down.fetch_add(n - sent, std::memory_order_relaxed);
-      DPFAB_WARN_ONCE(FI_LOG_EP_DATA, "port %s: link down, datagrams are dropped",
-                      port_->info().name.c_str());
+      // Once per process, and written after the caller's locks (a log line is a syscall).
+      static std::atomic<bool> warned{false};
+      if (!warned.load(std::memory_order_relaxed) &&
+          !warned.exchange(true, std::memory_order_relaxed))
+        wait::WakeBatch::defer(&PortEngine::warn_link_down, this);
       return n;
     }
     stats_.tx_full.fetch_add(1, std::memory_order_relaxed);
@@ -248,10 +291,33 @@ PortEngine::Handled PortEngine::handle(rte_mbuf* m) noexcept {
       if (r.reply_len) send_raw(reply, r.reply_len);
       break;
     }
+    case wire::Verdict::kOldVersion:
+      // Counted by the decoder; said once per port (the RX owner is the counter's one writer, so
+      // exactly one poll step sees it become 1), once the step has let go of the receive side: a
+      // log line is a syscall (common/lockcheck.h), so it goes through the step's WakeBatch.
+      if (decode_.get(wire::Verdict::kOldVersion) == 1)
+        wait::WakeBatch::defer(&PortEngine::warn_old_version, this,
+                               uint64_t{f.src_ip_be} << 16 | f.src_port_be);
+      break;
     default:
       break;  // rejected: counted by the decoder
   }
   return Handled::kFree;
+}
+
+void PortEngine::warn_old_version(void* engine, uint64_t src) noexcept {
+  const auto* e = static_cast<const PortEngine*>(engine);
+  const auto ip_be = static_cast<uint32_t>(src >> 16);
+  const auto port_be = static_cast<uint16_t>(src);
+  char ip[INET_ADDRSTRLEN] = "?";
+  inet_ntop(AF_INET, &ip_be, ip, sizeof(ip));
+  DPFAB_WARN(FI_LOG_EP_DATA,
+             "port %s: a frame from %s UDP port %u is in dpfab wire format version %u, which this "
+             "dpfab (wire version %u) no longer speaks: that peer runs an older dpfab. Its frames "
+             "are dropped and counted (telemetry port%u_rx_old_version; dpfab-info --stats); "
+             "upgrade it. Said once per port.",
+             e->port_->info().name.c_str(), ip, rte_be_to_cpu_16(port_be), wire::v1::kVersion,
+             wire::kVersion, e->port_->info().port_id);
 }
 
 size_t PortEngine::drain_backlogs() noexcept {
@@ -276,10 +342,11 @@ size_t PortEngine::progress() noexcept {
 }
 
 long PortEngine::poll_step(uint16_t* received) noexcept {
+  // Wake-ups the step decides on (CQ raises, kicks of the replies it sends) are made once it
+  // has released the receive side (wait/wake_batch.h): opened first, closed last.
+  wait::WakeBatch wakes;
   // One receive owner at a time; others return at once (they have nothing to wait for).
-  if (rx_busy_.load(std::memory_order_relaxed) ||
-      rx_busy_.exchange(true, std::memory_order_acquire))
-    return -1;
+  if (!try_take_rx()) return -1;
   begin_poll_step();
   // The last step's frames: freed now rather than between their delivery and the return to the
   // application thread that polled (fi_cq_read), which waits for the completion they made.
@@ -290,7 +357,11 @@ long PortEngine::poll_step(uint16_t* received) noexcept {
   if (unlikely(prefault_pending_)) prefault_at_link_up();
   size_t delivered = drain_backlogs();  // frames held for receives posted since
   rte_mbuf* pkts[kBurst];
-  uint16_t n = likely(!stopped_) ? rte_eth_rx_burst(port_id_, 0, pkts, kBurst) : 0;
+  uint16_t n = 0;
+  if (likely(!stopped_)) {
+    lockcheck::Exempt pmd("PMD rx burst");  // af_xdp may wake the kernel's fill queue
+    n = rte_eth_rx_burst(port_id_, 0, pkts, kBurst);
+  }
   *received = n;
   if (unlikely(faults_ != nullptr)) n = faults_->apply_burst_st(pkts, n, kBurst, received);
   uint16_t done = 0;
@@ -307,7 +378,7 @@ long PortEngine::poll_step(uint16_t* received) noexcept {
     if (memif_ && !prefault_pending_ && !port_->link_up_now()) prefault_pending_ = true;
   }
   if (n) bump(stats_.rx_frames, n);
-  rx_busy_.store(false, std::memory_order_release);
+  release_rx();
   return static_cast<long>(delivered);
 }
 
@@ -366,7 +437,7 @@ int PortEngine::set_faults(const config::FaultConfig& f) noexcept {
     faults.reset(new (std::nothrow) FaultInjector(f, port_id_, pool(), &stats_.faults));
     if (!faults) return -FI_ENOMEM;
   }
-  with_rx_owner([&] { faults_.swap(faults); });
+  with_rx_owner([&] { faults_.swap(faults); });  // proto::Link::with_rx_owner
   return 0;  // the injector replaced, if any, frees the frames it held
 }
 
@@ -399,6 +470,7 @@ void PortEngine::prefault_at_link_up() noexcept {
   // millisecond for memif's 4 MiB), instead of a minor fault per page on the first messages.
   if (!port_->link_up_now()) return;
   prefault_pending_ = false;
+  lockcheck::Exempt once("memif prefault at link up");  // once per connection, before traffic
   (void)port_->prefault_shared_memory();
 }
 
@@ -413,9 +485,12 @@ void PortEngine::check_link() noexcept {
   last_restart_ns_ = now;
   // The RX side is ours (RX owner); take the TX side too, then restart: a memif client connects
   // at start only. Frames sent meanwhile are dropped by transmit() (link down).
-  lock_tx();
-  stopped_ = port_->restart() != 0;
-  unlock_tx();
+  tx_lock_.lock();
+  {
+    lockcheck::Exempt restart("port restart");  // a link down for a second: no traffic flows
+    stopped_ = port_->restart() != 0;
+  }
+  tx_lock_.unlock();
   stats_.restarts.fetch_add(1, std::memory_order_relaxed);
 }
 

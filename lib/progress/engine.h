@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 //
 // PortEngine: one per port and process, the data-path side of a port.
-//   - transmit: the port's TX queue, serialised by a spinlock (DPDK TX queues are not
-//     thread-safe; any application thread may send);
+//   - transmit: the port's TX queue, serialised by a SpinLock (DPDK TX queues are not
+//     thread-safe; any application thread may send). Nothing of ours makes a syscall under it:
+//     the memif kick it decides on is written once it is released (wait/wake_batch.h);
 //   - progress: one poll step -- rx_burst, decode (wire/decoder.h, every reject counted), ARP,
 //     demultiplex data frames by destination UDP port to the bound endpoint (Receiver), free.
 //     The receive side has one owner at a time: a caller that finds it taken returns at once
@@ -19,7 +20,9 @@
 #include <optional>
 
 #include "common/fd.h"
+#include "common/lockcheck.h"
 #include "common/result.h"
+#include "common/spinlock.h"
 #include "port/port.h"
 #include "progress/faults.h"
 #include "progress/memif_kick.h"
@@ -76,27 +79,19 @@ class PortEngine final : public proto::Link {
   uint16_t bind_ephemeral(proto::Receiver* r) noexcept;
   /// Unbinds; on return no poll step is delivering to the endpoint that held the port.
   void unbind(uint16_t udp_port_be) noexcept;
-  /// Runs `fn` as the owner of the receive side (waits for it): fi_cancel.
-  template <typename Fn>
-  void with_rx_owner(Fn&& fn) noexcept {
-    while (rx_busy_.exchange(true, std::memory_order_acquire)) rx_wait();
-    fn();
-    rx_busy_.store(false, std::memory_order_release);
-  }
-
   // proto::Link
   uint16_t transmit(rte_mbuf** frames, uint16_t n) noexcept override;
+  /// Runs fn(arg) as the owner of the receive side (waits for it): control-path calls of
+  /// receivers (an endpoint's cancel or close), fault injection set-up.
+  void run_as_rx_owner(void (*fn)(void*), void* arg) noexcept override;
   /// The memif peer's kick (memif_kick.h), or {}: transmit() kicks the peer after every burst
-  /// when it is set. Taken under the TX lock, so a withdrawn peer is never kicked. False (nothing
-  /// set) when the lock stays held for kKickLockWaitNs: held by a thread that will not let go, as
-  /// when a signal handler calls exit() on the thread inside transmit() and the provider's
-  /// destructor runs there; waiting would hang the exiting process.
-  bool set_kick_peer(KickChannel::Peer p) noexcept {
-    if (!try_lock_tx_for(kKickLockWaitNs)) return false;
-    kick_peer_ = p;
-    unlock_tx();
-    return true;
-  }
+  /// when it is set. Swapped under the TX lock, and then the kicks still in flight (decided
+  /// under the lock, written after it) are waited for, so a withdrawn peer is never kicked.
+  /// False (nothing set) when the lock stays held, or a kick in flight, for kKickLockWaitNs:
+  /// held by a thread that will not let go, as when a signal handler calls exit() on the thread
+  /// inside transmit() and the provider's destructor runs there; waiting would hang the exiting
+  /// process.
+  bool set_kick_peer(KickChannel::Peer p) noexcept;
   static constexpr int64_t kKickLockWaitNs = 200'000'000;
   /// One poll step; returns the frames delivered to endpoints (events), not frames received.
   size_t progress() noexcept override;
@@ -189,6 +184,10 @@ class PortEngine final : public proto::Link {
   Handled handle(rte_mbuf* m) noexcept;
   // RX owner: a copy of a group frame to each member.
   Handled deliver_group(const wire::Frame& f, rte_mbuf* m) noexcept;
+  // The warning, once per port, that a peer speaks wire version 1 (wire/format.h): deferred by
+  // the RX owner (a wait::WakeBatch::Fn; `src` is the sender's IPv4 << 16 | UDP port, both in
+  // network byte order).
+  static void warn_old_version(void* engine, uint64_t src) noexcept;
   size_t drain_backlogs() noexcept;  // RX owner
   void send_raw(const uint8_t* frame, size_t len) noexcept;
   void tick_neighbours() noexcept;      // RX owner: retries and new resolutions
@@ -196,9 +195,22 @@ class PortEngine final : public proto::Link {
   void prefault_at_link_up() noexcept;  // RX owner: see prefault_pending_
   /// How long the link has been down (0: up, or just found down). Any thread.
   int64_t link_down_for_ns(int64_t now) noexcept;
-  void lock_tx() noexcept;
-  bool try_lock_tx_for(int64_t ns) noexcept;  // lock_tx, for at most `ns`; false: not taken
-  void unlock_tx() noexcept { tx_lock_.store(false, std::memory_order_release); }
+  bool try_lock_tx_for(int64_t ns) noexcept;  // tx_lock_.lock(), for at most `ns`; false: not taken
+  // The receive side: a try-lock (a poll step that finds it taken returns at once), a data-path
+  // lock for common/lockcheck.h.
+  bool try_take_rx() noexcept {
+    if (rx_busy_.load(std::memory_order_relaxed) ||
+        rx_busy_.exchange(true, std::memory_order_acquire))
+      return false;
+    lockcheck::enter("port RX side");
+    return true;
+  }
+  void release_rx() noexcept {
+    lockcheck::leave();
+    rx_busy_.store(false, std::memory_order_release);
+  }
+  static void kick_deferred(void* engine, uint64_t fd) noexcept;  // wait::WakeBatch::Fn
+  static void warn_link_down(void* engine, uint64_t) noexcept;    // wait::WakeBatch::Fn
   int bind_demux(uint16_t udp_port_be, proto::Receiver* r) noexcept;
   int bind_claimed(uint16_t udp_port_be, proto::Receiver* r, UniqueFd claim) noexcept;
 
@@ -206,7 +218,10 @@ class PortEngine final : public proto::Link {
   uint16_t port_id_;
   uint32_t ipv4_be_;
   wire::TxChecksumCaps tx_caps_;
-  alignas(64) std::atomic<bool> tx_lock_{false};
+  alignas(64) SpinLock tx_lock_{"port TX"};
+  // Kicks decided under tx_lock_ whose eventfd write has not been made yet (set_kick_peer waits
+  // for them before it lets the channel release the peer's fd).
+  std::atomic<uint32_t> kicks_in_flight_{0};
   alignas(64) std::atomic<bool> rx_busy_{false};
   wire::DecodeStats decode_;        // written by the RX owner only
   wire::NeighbourTable neigh_;      // written by the RX owner only (the *_st calls)
@@ -230,7 +245,7 @@ class PortEngine final : public proto::Link {
   /// a stopped port are a misuse (its stand-in burst dumps a stack trace). No burst until a
   /// restart succeeds. Written holding both RX ownership and the TX lock, read holding either.
   bool stopped_ = false;
-  KickChannel::Peer kick_peer_;  // under the TX lock
+  KickChannel::Peer kick_peer_;  // under tx_lock_
   /// When the link was first found down (0: up): link_down_for_ns. Any thread; races only move it
   /// a little.
   std::atomic<int64_t> link_down_since_ns_{0};

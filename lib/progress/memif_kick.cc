@@ -234,13 +234,16 @@ void KickChannel::drain() noexcept {
   }
 }
 
-void KickChannel::kick(const Peer& p) noexcept {
+bool KickChannel::take_kick(const Peer& p) noexcept {
   full_fence();  // S1: our ring store before the flag's load (the peer's K1/K2 pair)
   if (p.flag->load(std::memory_order_relaxed) &&
       p.flag->exchange(0, std::memory_order_acq_rel) != 0) {
     if (p.kicked_ns) p.kicked_ns->store(clock::mono_ns(), std::memory_order_relaxed);
-    eventfd_write(p.wake_fd, 1);
+    return true;
   }
+  return false;
 }
+
+void KickChannel::kick_fd(int wake_fd) noexcept { eventfd_write(wake_fd, 1); }
 
 }  // namespace dpfab::progress

@@ -15,7 +15,9 @@
 //     again (K1, K2). When it stops watching: flag = 0.
 //   - Sender (PortEngine::transmit, under the TX lock, after the frames went into the memif ring):
 //     S1 full fence; S2 if the peer's flag is 1 and exchange(0) returns 1, write the peer's
-//     eventfd. Only the first send after the receiver armed pays the syscall.
+//     eventfd -- after the TX lock is released (the decision is made under it, the write is
+//     deferred: wait/wake_batch.h). Only the first send after the receiver armed pays the
+//     syscall.
 //   The sender also stores the time of the kick in the peer's page (next to the flag, CLOCK_
 //   MONOTONIC ns), so that the woken end learns what its wakes cost (spin.h).
 //   Store buffering: either K2 sees the frame (the ring's head was stored before S1), or S2 sees
@@ -34,9 +36,11 @@
 // small. The wakeup thread keeps a slow safety poll while kicks are in use.
 //
 // Threads: the wakeup thread owns the channel (connect, accept, hello, arm). The sender reads the
-// peer's half under the engine's TX lock; the channel hands it to `publish` (which sets it under
-// that lock) when it arrives, and withdraws it (publish({})) before it unmaps the page or closes
-// the fd, so a sender never touches a peer's half after it was released.
+// peer's half under the engine's TX lock and counts a kick it decided on as in flight until its
+// eventfd write is done; the channel hands the half to `publish` (which sets it under that lock)
+// when it arrives, and withdraws it (publish({}), which also waits for the kicks in flight) before
+// it unmaps the page or closes the fd, so a sender never touches a peer's half after it was
+// released.
 #pragma once
 
 #include <atomic>
@@ -110,9 +114,16 @@ class KickChannel {
     return my_kicked_ns_->exchange(0, std::memory_order_relaxed);
   }
 
-  /// S1, S2: kicks the peer if it is armed. Called under the sender's TX lock, after the frames
-  /// were put in the ring.
-  static void kick(const Peer& p) noexcept;
+  /// S1, S2: whether the peer is armed and must be kicked (its flag taken, the time of the kick
+  /// stored in its page). Called under the sender's TX lock, after the frames were put in the
+  /// ring; the caller then writes p.wake_fd (kick_fd) once it has released the lock.
+  static bool take_kick(const Peer& p) noexcept;
+  /// The kick's syscall: writes the peer's eventfd (after take_kick said so).
+  static void kick_fd(int wake_fd) noexcept;
+  /// take_kick, then kick_fd, for a caller that holds no lock.
+  static void kick(const Peer& p) noexcept {
+    if (take_kick(p)) kick_fd(p.wake_fd);
+  }
 
   /// Counters (owner thread writes, anyone reads).
   std::atomic<uint64_t> hellos{0}, refused{0}, disconnects{0};

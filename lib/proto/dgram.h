@@ -5,8 +5,8 @@
 // Threads. Application threads post receives and send; the receive side of the port is owned by
 // one thread at a time (a progress lcore, or the application thread doing manual progress), which
 // calls deliver(). Posted receives travel from application threads to that owner through a
-// multi-producer rte_ring (no lock the owner could wait on); fi_cancel takes the port's receive
-// side itself (Link::progress's lock, through with_rx_owner) to search them.
+// multi-producer rte_ring (no lock the owner could wait on); cancel() takes the port's receive
+// side itself (Link::with_rx_owner) to search them.
 //
 // Held datagrams. A frame that finds no receive posted (or no CQ room) is kept in its mbuf, in a
 // backlog of kBacklog frames per endpoint, until a receive comes. Those mbufs come from the pool
@@ -34,6 +34,7 @@
 #include "event/cq.h"
 #include "proto/endpoint.h"
 #include "wire/address.h"
+#include "wire/format.h"
 
 struct rte_ring;
 
@@ -73,9 +74,9 @@ struct DgramStats {
 class DgramEndpoint final : public Receiver {
  public:
   struct Config {
-    size_t rx_size = 512;   ///< posted receives (rx_attr->size)
-    size_t max_msg = 1426;  ///< largest payload (MTU - headers)
-    size_t inject_size = 1426;
+    size_t rx_size = 512;                      ///< posted receives (rx_attr->size)
+    size_t max_msg = wire::max_payload(1500);  ///< largest payload (MTU - headers)
+    size_t inject_size = wire::max_payload(1500);
     bool source = false;     ///< FI_SOURCE: completions carry the sender's fi_addr
     bool rm_enabled = true;  ///< FI_RM_ENABLED: refuse work whose completion would not fit
   };
@@ -103,15 +104,26 @@ class DgramEndpoint final : public Receiver {
   ssize_t send(const iovec* iov, size_t count, const Destination& dst, void* context,
                uint64_t flags, bool has_data, uint64_t data, bool inject) noexcept;
   /// fi_cancel: removes the posted receive with this context and completes it with
-  /// -FI_ECANCELED. Must be called with the port's receive side held (the caller takes it).
+  /// -FI_ECANCELED, owning the port's receive side meanwhile (it waits for a poll step on another
+  /// thread). Not from inside a poll step.
   /// @return 0, or -FI_ENOENT when no such receive is posted.
+  int cancel(void* context) noexcept {
+    int r = -FI_ENOENT;
+    link_->with_rx_owner([&] { r = cancel_locked(context); });
+    return r;
+  }
+  /// cancel() for a caller that owns the receive side already.
   int cancel_locked(void* context) noexcept;
 
   // ---- receive side (the port's RX owner) ----
   bool deliver(const wire::Frame& f, rte_mbuf* m) noexcept override;
   bool has_backlog() const noexcept override { return backlog_head_ != backlog_tail_; }
   size_t drain_backlog() noexcept override;
-  /// Frees held-back frames (endpoint close, with the receive side held).
+  /// Frees held-back frames (endpoint close, once unbound), owning the receive side meanwhile.
+  void clear_backlog() noexcept {
+    link_->with_rx_owner([&] { clear_backlog_locked(); });
+  }
+  /// clear_backlog() for a caller that owns the receive side already.
   void clear_backlog_locked() noexcept;
 
   const DgramStats& stats() const noexcept { return stats_; }

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
 //
-// What endpoint protocols (dgram today; rdm and msg next) and the per-port progress engine
-// (lib/progress) know of each other:
+// What endpoint protocols (dgram, rdm, msg) and the per-port progress engine (lib/progress) know
+// of each other:
 //   - Link: the port as an endpoint sees it: the mempool to build frames from, our addresses,
-//     how to transmit, the checksum offloads, one manual progress step, and the share of the
-//     mempool that receivers may keep held back.
+//     how to transmit, the checksum offloads, one manual progress step, ownership of the receive
+//     side for control-path calls, and the share of the mempool that receivers may keep held
+//     back.
 //   - Receiver: an endpoint as the poll step sees it: a frame addressed to its UDP port.
 #pragma once
 
@@ -13,6 +14,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "wire/decoder.h"
 #include "wire/encoder.h"
@@ -31,6 +33,16 @@ class Link {
   /// One manual progress step of the port (receive, decode, deliver). Any thread; returns at once
   /// when another thread is progressing the port.
   virtual size_t progress() noexcept = 0;
+  /// Runs fn(arg) as the owner of the receive side, waiting for a poll step on another thread to
+  /// end: what a receiver's control path does with state only the RX owner touches (fi_cancel of
+  /// a posted receive, dropping held frames at close). Not from inside a poll step.
+  virtual void run_as_rx_owner(void (*fn)(void*), void* arg) noexcept = 0;
+  /// run_as_rx_owner for a callable.
+  template <typename Fn>
+  void with_rx_owner(Fn&& fn) noexcept {
+    using F = std::remove_reference_t<Fn>;
+    run_as_rx_owner([](void* f) { (*static_cast<F*>(f))(); }, &fn);
+  }
   virtual rte_mempool* pool() const noexcept = 0;
   virtual const rte_ether_addr& mac() const noexcept = 0;
   virtual uint32_t ipv4_be() const noexcept = 0;

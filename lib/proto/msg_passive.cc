@@ -38,9 +38,10 @@ uint16_t PortShare::add(Receiver* r, const msg::ListenTable::Key& req) noexcept 
   return 0;
 }
 
-void PortShare::remove_rx_owner(uint16_t ep_be) noexcept {
+void PortShare::remove(uint16_t ep_be) noexcept {
   const uint16_t i = rte_be_to_cpu_16(ep_be);
-  if (i < kMaxEndpoints) slots_[i].store(nullptr, std::memory_order_release);
+  if (i < kMaxEndpoints)
+    link_->with_rx_owner([&] { slots_[i].store(nullptr, std::memory_order_release); });
 }
 
 bool PortShare::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
@@ -138,7 +139,13 @@ bool PassiveEndpoint::deliver(const wire::Frame& f, rte_mbuf*) noexcept {
   }
   const wire::Address from = frame_source(f);
   const msg::ListenTable::Key key = key_of(from, h.src_id);
-  std::lock_guard lock(mu_);
+  // The RX owner never waits for an application thread's fi_accept/fi_reject: the connector
+  // repeats its request.
+  std::unique_lock lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    stats_->cm_busy.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
   if (share_ && share_->accepted(key)) {  // its accepting endpoint repeats its accept itself
     stats_->connreq_repeats.fetch_add(1, std::memory_order_relaxed);
     return false;

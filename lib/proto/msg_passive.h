@@ -44,9 +44,9 @@ class PortShare final : public Receiver {
   /// dropped. RX owner.
   bool accepted(const msg::ListenTable::Key& req) const noexcept;
   /// Frees endpoint id `ep_be` (network order; 0: the passive endpoint closed, requests are
-  /// refused from now on). The caller owns the port's receive side (no poll step is delivering
-  /// to the endpoint: PortEngine::with_rx_owner).
-  void remove_rx_owner(uint16_t ep_be) noexcept;
+  /// refused from now on). Owns the port's receive side meanwhile, so that on return no poll step
+  /// is delivering to the endpoint. Not from inside a poll step.
+  void remove(uint16_t ep_be) noexcept;
 
   bool deliver(const wire::Frame& f, rte_mbuf* m) noexcept override;
   bool has_backlog() const noexcept override;

@@ -47,24 +47,30 @@ void RdmEndpoint::bind_cntr(event::Cntr* c, CntrKind kind) noexcept {
 }
 
 int RdmEndpoint::enable() noexcept {
-  std::lock_guard lock(mu_);
-  if (core_) return 0;
-  // Completions that write no CQ entry only matter to a bound counter (rdm::CoreConfig).
-  cfg_.core.tx_counted = cntrs_[static_cast<size_t>(CntrKind::kSend)] != nullptr;
-  cfg_.core.rx_counted = cntrs_[static_cast<size_t>(CntrKind::kRecv)] != nullptr;
-  cfg_.core.write_counted = cntrs_[static_cast<size_t>(CntrKind::kWrite)] != nullptr;
-  cfg_.core.read_counted = cntrs_[static_cast<size_t>(CntrKind::kRead)] != nullptr;
-  auto core = rdm::RdmCore::create(cfg_.core, this);
+  rdm::CoreConfig cfg;
+  {
+    CoreLock lock(mu_);
+    if (core_) return 0;
+    // Completions that write no CQ entry only matter to a bound counter (rdm::CoreConfig).
+    cfg_.core.tx_counted = cntrs_[static_cast<size_t>(CntrKind::kSend)] != nullptr;
+    cfg_.core.rx_counted = cntrs_[static_cast<size_t>(CntrKind::kRecv)] != nullptr;
+    cfg_.core.write_counted = cntrs_[static_cast<size_t>(CntrKind::kWrite)] != nullptr;
+    cfg_.core.read_counted = cntrs_[static_cast<size_t>(CntrKind::kRead)] != nullptr;
+    cfg = cfg_.core;
+  }
+  // Made (and, should another thread have won, freed) outside the lock: it allocates.
+  auto core = rdm::RdmCore::create(cfg, this);
   if (!core) {
     DPFAB_WARN(FI_LOG_EP_CTRL, "%s", core.error().message.c_str());
     return core.code();
   }
-  core_ = std::move(core.value());
+  CoreLock lock(mu_);
+  if (!core_) core_ = std::move(core.value());
   return 0;
 }
 
 void RdmEndpoint::set_address(uint16_t udp_port_be, uint16_t ep_id_be) noexcept {
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   udp_port_be_ = udp_port_be;
   ep_id_be_ = ep_id_be;
   const wire::TxChecksumCaps caps = link_->tx_caps();
@@ -73,18 +79,18 @@ void RdmEndpoint::set_address(uint16_t udp_port_be, uint16_t ep_id_be) noexcept 
 }
 
 void RdmEndpoint::set_min_multi_recv(uint64_t v) noexcept {
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   cfg_.core.min_multi_recv = v ? v : 1;
   if (core_) core_->set_min_multi_recv(v);
 }
 
 uint64_t RdmEndpoint::min_multi_recv() noexcept {
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   return cfg_.core.min_multi_recv;
 }
 
 void RdmEndpoint::flush_acks() noexcept {
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   if (!core_) return;
   core_->flush_acks(core_time(tx_clock_.now_ns()));
   finish();
@@ -94,7 +100,7 @@ bool RdmEndpoint::linger() noexcept {
   const uint64_t end = now_ns() + std::min(cfg_.core.rel.peer_timeout_ns, kCloseLingerMaxNs);
   for (;;) {
     {
-      std::lock_guard lock(mu_);
+      CoreLock lock(mu_);
       if (!core_ || (core_->injected_unacked() == 0 && txq_n_ == 0)) return true;
       // Frames the port refused before: try them now (the poll step does so only when due).
       flush();
@@ -184,7 +190,7 @@ ssize_t RdmEndpoint::send(rdm::SendOp op) noexcept {
   // ATOMIC_READ carries no operands (their bytes only count the elements).
   const bool no_operands = op.kind == rdm::OpKind::kAtomic && op.atomic_op == FI_ATOMIC_READ;
   if (!op.buf && op.len && op.iov_count == 0 && !no_operands) return -FI_EINVAL;
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   if (!core_) return -FI_EOPBADSTATE;
   const ssize_t r = send_locked(op, core_time(tx_clock_.now_ns()));
   finish();
@@ -204,7 +210,7 @@ ssize_t RdmEndpoint::trigger(const rdm::SendOp& op, event::Cntr* cntr,
                              uint64_t threshold) noexcept {
   const bool no_operands = op.kind == rdm::OpKind::kAtomic && op.atomic_op == FI_ATOMIC_READ;
   if (!cntr || (!op.buf && op.len && op.iov_count == 0 && !no_operands)) return -FI_EINVAL;
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   if (!core_) return -FI_EOPBADSTATE;
   if (triggered_.size() >= kMaxTriggered) return -FI_EAGAIN;
   try {
@@ -246,7 +252,7 @@ void RdmEndpoint::fire_triggered(uint64_t now) noexcept {
 
 ssize_t RdmEndpoint::recv(rdm::RecvOp op) noexcept {
   if (!op.buf && op.len && op.iov_count == 0) return -FI_EINVAL;
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   if (!core_) return -FI_EOPBADSTATE;
   if (op.match.src != FI_ADDR_UNSPEC) {
     const uint32_t peer = peer_of(op.match.src);
@@ -263,7 +269,7 @@ ssize_t RdmEndpoint::recv(rdm::RecvOp op) noexcept {
 }
 
 int RdmEndpoint::cancel(void* context) noexcept {
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   if (!core_) return -FI_ENOENT;
   const int r = core_->cancel(context);
   finish();
@@ -314,7 +320,7 @@ bool RdmEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
   from.ipv4_be = f.src_ip_be;
   from.udp_port_be = f.src_port_be;
   from.ep_id_be = rte_cpu_to_be_16(f.header.src_ep);
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   if (!core_) return false;  // not enabled yet
   const uint32_t peer = peer_from(from);
   if (peer == kNoPeer) {
@@ -332,6 +338,7 @@ size_t RdmEndpoint::drain_backlog() noexcept {
   rx_now_step_ = link_->poll_step_count();
   if (now < due_ns_.load(std::memory_order_relaxed)) return 0;
   // An application thread in a core call runs the timers' work soon enough; do not wait for it.
+  wait::WakeBatch wakes;  // a poll step's batch: it is open already
   std::unique_lock lock(mu_, std::try_to_lock);
   if (!lock.owns_lock() || !core_) return 0;
   core_->progress(core_time(now));
@@ -477,6 +484,7 @@ void RdmEndpoint::complete(const rdm::Completion& c) noexcept {
     return;
   }
   if (cntr && c.count) cntr->add(1);
+  if (src != FI_ADDR_NOTAVAIL) src = av_->completion_addr(src);  // FI_AV_USER_ID
   if (cq && c.cq && !cq->write(c.context, c.flags, c.len, c.buf, c.data, c.tag, src))
     bump(stats_.cq_overrun);
 }
@@ -484,12 +492,12 @@ void RdmEndpoint::complete(const rdm::Completion& c) noexcept {
 // ---- FI_EP_MSG ---------------------------------------------------------------------------------
 
 void RdmEndpoint::bind_peer(const wire::Address& a) noexcept {
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   peer_ = a;
 }
 
 void RdmEndpoint::abort(int err) noexcept {
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   if (!core_) return;
   core_->abort(err);
   finish();
@@ -498,17 +506,17 @@ void RdmEndpoint::abort(int err) noexcept {
 // ---- statistics --------------------------------------------------------------------------------
 
 rdm::CoreStats RdmEndpoint::core_stats() noexcept {
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   return core_ ? core_->stats() : rdm::CoreStats{};
 }
 
 rdm::ReliabilityStats RdmEndpoint::reliability_stats() noexcept {
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   return core_ ? core_->reliability_stats() : rdm::ReliabilityStats{};
 }
 
 size_t RdmEndpoint::in_use() noexcept {
-  std::lock_guard lock(mu_);
+  CoreLock lock(mu_);
   return core_ ? core_->tx_in_use() + core_->rx_in_use() + core_->unexpected_in_use() : 0;
 }
 

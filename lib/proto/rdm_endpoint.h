@@ -21,7 +21,8 @@
 // orders (rx side -> lock -> TX lock; lock -> TX lock) cannot deadlock. Frames the core sends
 // during a call are gathered and given to the port in bursts when the call ends (one doorbell, one
 // memif kick per burst); a frame the port does not take stays queued (in order) and goes with the
-// next burst: back-pressure, never loss.
+// next burst: back-pressure, never loss. The wake-ups a call decides on (the kick, CQ and counter
+// raises) are made once the lock is released (CoreLock, wait/wake_batch.h).
 //
 // Timers (retransmission, delayed acks, RNR back-off, keepalive probes) run from the port's poll
 // step: has_backlog() says a deadline is set, drain_backlog() runs the core when it is due, and
@@ -47,6 +48,7 @@
 #include "proto/av.h"
 #include "proto/endpoint.h"
 #include "proto/rdm_core.h"
+#include "wait/wake_batch.h"
 #include "wire/address.h"
 #include "wire/rdm.h"
 
@@ -216,7 +218,14 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   // built from each peer's HeaderTemplate (set with our address).
   bool use_templates_ = false;
 
-  SpinLock mu_;  // the core's owner (see the file comment)
+  SpinLock mu_{"endpoint core"};  // the core's owner (see the file comment)
+  // mu_, with the wake-ups decided under it (CQ and counter raises, memif kicks) made once it is
+  // released (wait/wake_batch.h): no syscall under the lock (common/lockcheck.h).
+  struct CoreLock {
+    wait::WakeBatch wakes;  // made first, destroyed after `lock`
+    std::lock_guard<SpinLock> lock;
+    explicit CoreLock(SpinLock& m) noexcept : lock(m) {}
+  };
   std::unique_ptr<rdm::RdmCore> core_;
   std::vector<Peer> peers_;                     // by peer id
   std::unordered_map<uint64_t, uint32_t> ids_;  // key_of(address) -> peer id

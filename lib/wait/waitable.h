@@ -33,7 +33,11 @@
 // A drain after the check (C1 after C3) would erase a raise that happened in between: the model
 // in test/model/arm_trywait.pml finds that lost wakeup, and the one without either fence.
 // P3 reads armed_ relaxed first so that the common case (nobody asleep) writes nothing; the
-// exchange (a locked RMW) is only done when a consumer is armed.
+// exchange (a locked RMW) is only done when a consumer is armed. A producer that holds a
+// data-path lock (an endpoint's core lock, a poll step's receive side) makes the decision at P3
+// and the raise (and P4) once it has let go of the lock (wake_batch.h): the argument above holds
+// with the raise later in time -- the consumer it decided to wake stays armed and blocked, or
+// about to block on a signal it drained before C2, until the raise comes.
 //
 // Sleeping on the port as well (ProgressSource::sleep_fds). A consumer whose sleep includes the
 // source's wake fds runs, between C1 and C2:
@@ -65,13 +69,14 @@
 #include "common/result.h"
 #include "wait/deadline.h"
 #include "wait/signal.h"
+#include "wait/wake_batch.h"
 
 namespace dpfab::wait {
 
 /// Something that can make progress: a domain polling its ports under manual progress.
 ///
-/// Sleeping on the source (DESIGN.md, "Sleeping on the port"). A source may have wake fds of its
-/// own (sleep_fds: a port's memif kick eventfd, rx-interrupt or queue fd, protocol timer fd). A
+/// Sleeping on the source (doc/design.md, "Sleeping on the port"). A source may own wake fds
+/// (sleep_fds: a port's memif kick eventfd, rx-interrupt or queue fd, protocol timer fd). A
 /// consumer that sleeps on them as well as on its object's signal needs nobody to progress the
 /// port for it: it is woken by the port itself and runs the poll step on its own thread, one OS
 /// wakeup per message. Before such a consumer blocks, prepare_sleep() arms those fds (drains
@@ -166,7 +171,9 @@ class Waitable {
   // ---- producer side ----
 
   /// Tells sleepers that an event was published. Call after every change that can make a
-  /// consumer's predicate true. No syscall unless a consumer is armed. Any thread.
+  /// consumer's predicate true. No syscall unless a consumer is armed. Any thread. Inside an
+  /// open WakeBatch (a data-path lock is held: wake_batch.h) the raise, the end-of-arm hook and
+  /// the wait sets' notification run when the batch closes; the decision (P3) is made here.
   void notify() noexcept {
     // P2: orders the caller's publication before the armed_ load; pairs with the seq_cst store of
     // armed_ in try_arm (store-buffering: one of the two sides sees the other). full_fence is
@@ -174,10 +181,12 @@ class Waitable {
     full_fence();
     if (armed_.load(std::memory_order_relaxed) &&
         armed_.exchange(false, std::memory_order_acq_rel)) {
-      if (signal_) signal_->raise();
-      armed_hook(false);
+      // One call per armed period ended here (each pairs with the armed_hook(true) that began
+      // it), so not merged with another.
+      WakeBatch::defer(&Waitable::end_armed_period, this);
     }
-    if (nsubs_.load(std::memory_order_relaxed) != 0) notify_subscribers();
+    if (nsubs_.load(std::memory_order_relaxed) != 0)
+      WakeBatch::defer(&Waitable::notify_subscribers_call, this, 0, /*once=*/true);
   }
 
   // ---- consumer side ----
@@ -344,6 +353,15 @@ class Waitable {
 
  private:
   void notify_subscribers() noexcept;
+  // notify()'s deferred halves (WakeBatch::Fn).
+  static void end_armed_period(void* self, uint64_t) noexcept {
+    auto* w = static_cast<Waitable*>(self);
+    if (w->signal_) w->signal_->raise();
+    w->armed_hook(false);
+  }
+  static void notify_subscribers_call(void* self, uint64_t) noexcept {
+    static_cast<Waitable*>(self)->notify_subscribers();
+  }
   void armed_hook(bool armed) noexcept {
     if (ProgressSource* p = progress_source()) {
       const uint8_t kind = arm_kind_.load(std::memory_order_relaxed);

@@ -10,7 +10,7 @@
 #include <set>
 #include <string_view>
 
-#include "../fi_helpers.h"
+#include "fixture.h"
 
 using namespace dpfab::test;
 

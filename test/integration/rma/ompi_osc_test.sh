@@ -8,7 +8,7 @@
 # MPI's own tcp (pml ob1, btl tcp, osc pt2pt: what one-sided runs on without a libfabric RMA
 # provider), and prints their latencies side by side.
 #   ompi_osc_test.sh [ranks]        (default 2; dpdk over one memif link with 2 ranks, over
-#                                    af_packet veths on a bridge with 4: ../ompi_test.sh)
+#                                    af_packet veths on a bridge with 4: ../ompi/ompi_test.sh)
 # Passes when every run's checks pass (and, for dpdk, every rank did RMA over dpdk).
 set -uo pipefail
 : "${FI_PROVIDER_PATH:?meson sets FI_PROVIDER_PATH}"
@@ -27,7 +27,7 @@ failed=0
 # dpdk: ompi_test.sh's osc steps (its links, its rank wrapper, its checks).
 pmd=memif
 [ "$ranks" -gt 2 ] && pmd=af_packet
-DPFAB_OMPI_TIMEOUT=$limit bash "$here/../ompi_test.sh" "$pmd" osc >"$run/dpdk.log" 2>&1
+DPFAB_OMPI_TIMEOUT=$limit bash "$here/../ompi/ompi_test.sh" "$pmd" osc >"$run/dpdk.log" 2>&1
 rc=$?
 grep -E "^(ok|FAIL|==)|mpi-osc" "$run/dpdk.log"
 [ "$rc" -eq 0 ] || { failed=1; tail -40 "$run/dpdk.log"; }

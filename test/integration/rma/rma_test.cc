@@ -19,8 +19,8 @@
 #include <string_view>
 #include <thread>
 
-#include "../fi_helpers.h"
-#include "../msg_helpers.h"
+#include "fixture.h"
+#include "msg_helpers.h"
 
 using namespace dpfab::test;
 
