@@ -270,10 +270,9 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version, bool applicati
       // Of the bits the application supports, those that choose how regions work: virtual
       // addresses, provider keys, regions bound to endpoints (mr.cc). The others (FI_MR_LOCAL,
       // FI_MR_ALLOCATED, FI_MR_RAW, FI_MR_MMU_NOTIFY, FI_MR_RMA_EVENT, FI_MR_HMEM) are not needed.
-      // With mr_keys = application (FI_DPDK_MR_KEYS), requested keys and offsets whatever the
-      // application offers.
-      const uint64_t taken =
-          application_keys ? kMrModes & ~(FI_MR_VIRT_ADDR | FI_MR_PROV_KEY) : kMrModes;
+      // With mr_keys = application (FI_DPDK_MR_KEYS), none of them: requested keys, offsets and
+      // regions every endpoint of the domain answers for, whatever the application offers.
+      const uint64_t taken = application_keys ? 0 : kMrModes;
       out->domain_attr->mr_mode = d->mr_mode & taken;
     }
     if (too_big(d->mr_iov_limit, out->domain_attr->mr_iov_limit) ||

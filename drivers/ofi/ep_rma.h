@@ -11,7 +11,7 @@
 //     FI_INJECT_COMPLETE, FI_TRANSMIT_COMPLETE, FI_DELIVERY_COMPLETE, FI_FENCE), fi_readmsg
 //     (FI_COMPLETION, FI_MORE, FI_FENCE, and the completion levels, which change nothing for a
 //     read) and fi_*atomicmsg (FI_COMPLETION, FI_MORE, FI_INJECT, FI_FENCE, FI_TRANSMIT_COMPLETE,
-//     FI_DELIVERY_COMPLETE); any other bit is -FI_EINVAL;
+//     FI_DELIVERY_COMPLETE), each with FI_TRIGGER; any other bit is -FI_EINVAL;
 //   - a write completes when the target answered (delivery complete: the data is in its
 //     memory, and a failed check comes back as the error), unless FI_INJECT_COMPLETE is asked
 //     for (call or op_flags) on a write of at most inject_size bytes, which then completes once
@@ -50,11 +50,11 @@ using rdm_data::put_bufs;
 
 constexpr uint64_t kWriteFlags = FI_COMPLETION | FI_MORE | FI_REMOTE_CQ_DATA | FI_INJECT |
                                  FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE |
-                                 FI_FENCE;
+                                 FI_FENCE | FI_TRIGGER;
 constexpr uint64_t kReadFlags =
-    FI_COMPLETION | FI_MORE | FI_FENCE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE;
-constexpr uint64_t kAtomicFlags =
-    FI_COMPLETION | FI_MORE | FI_INJECT | FI_FENCE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE;
+    FI_COMPLETION | FI_MORE | FI_FENCE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_TRIGGER;
+constexpr uint64_t kAtomicFlags = FI_COMPLETION | FI_MORE | FI_INJECT | FI_FENCE |
+                                  FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_TRIGGER;
 
 /// The largest operands of one atomic (compare values included), in bytes, on an endpoint or
 /// domain whose RDM segments carry `seg_size` bytes and whose inject_size is `inject_size`.

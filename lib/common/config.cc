@@ -70,8 +70,9 @@ constexpr std::array<KeyInfo, 22> kKeys{{
     {"mr_keys", "provider",
      "Memory regions (FI_RMA, FI_ATOMIC): 'provider' gives them provider keys (unguessable) and "
      "virtual addresses wherever the application's mr_mode offers FI_MR_PROV_KEY and "
-     "FI_MR_VIRT_ADDR; 'application' takes neither: the keys the application requests and "
-     "offsets from each region's start, as tcp and sockets do (FI_MR_BASIC is unaffected)."},
+     "FI_MR_VIRT_ADDR; 'application' takes neither, nor FI_MR_ENDPOINT: the keys the "
+     "application requests, offsets from each region's start and regions every endpoint answers "
+     "for, as tcp and sockets do (FI_MR_BASIC is unaffected)."},
     {"fault_loss", "0",
      "Fault injection (testing): probability in [0, 1] that a received IPv4/UDP frame is "
      "dropped. ARP and IGMP frames are never faulted."},
