@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_rma.h>
+#include <rdma/fi_trigger.h>
 
 #include <algorithm>
 #include <atomic>
@@ -650,6 +651,48 @@ TEST(RmaScalableRegions, OffsetsAndRequestedKeys) {
   EXPECT_EQ(wait(a->cq, &c, &e), -FI_EAVAIL);
   EXPECT_EQ(e.err, FI_EACCES);
   EXPECT_EQ(fi_close(&mr->fid), 0);
+}
+
+// ---- FI_TRIGGER and fi_ep_alias ----------------------------------------------------------------
+
+// A write posted with FI_TRIGGER waits for its counter's threshold: nothing reaches the target
+// before, and it completes with its triggered context after. The same through an alias whose op
+// flags carry FI_TRIGGER (fabtests' fi_rdm_rma_trigger).
+TEST_F(RmaRdm, TriggeredWritesWaitForTheirThreshold) {
+  EXPECT_TRUE(d.e->caps & FI_TRIGGER);
+  Target t(d.domain, 64, FI_REMOTE_WRITE, 0);
+  fi_cntr_attr ca{};
+  ca.events = FI_CNTR_EVENTS_COMP;
+  fid_cntr* trig = nullptr;
+  ASSERT_EQ(fi_cntr_open(d.domain, &ca, &trig, nullptr), 0);
+  uint64_t v1 = 0x1111, v2 = 0x2222;
+  fi_triggered_context tc1{}, tc2{};
+  tc1.event_type = FI_TRIGGER_THRESHOLD;
+  tc1.trigger.threshold = {trig, 1};
+  tc2.event_type = FI_TRIGGER_THRESHOLD;
+  tc2.trigger.threshold = {trig, 2};
+  iovec one{&v1, 8};
+  fi_rma_iov r1{t.addr(), 8, t.key()};
+  fi_msg_rma m{&one, nullptr, 1, b->addr, &r1, 1, &tc1, 0};
+  ASSERT_EQ(fi_writemsg(a->ep, &m, FI_TRIGGER), 0);
+  fid_ep* alias = nullptr;
+  ASSERT_EQ(fi_ep_alias(a->ep, &alias, FI_TRANSMIT | FI_TRIGGER), 0);
+  ASSERT_EQ(fi_write(alias, &v2, 8, nullptr, b->addr, t.addr(8), t.key(), &tc2), 0);
+  EXPECT_EQ(fi_close(&a->ep->fid), -FI_EBUSY) << "an alias is open";
+  EXPECT_TRUE(stays_empty(a->cq, b->cq)) << "nothing before the threshold";
+  EXPECT_TRUE(t.untouched(0));
+  fi_cq_data_entry c;
+  ASSERT_EQ(fi_cntr_add(trig, 1), 0);
+  ASSERT_EQ(wait(a->cq, &c), 0);
+  EXPECT_EQ(c.op_context, &tc1);
+  EXPECT_EQ(std::memcmp(t.data(), &v1, 8), 0);
+  EXPECT_TRUE(stays_empty(a->cq, b->cq)) << "the second waits for 2";
+  ASSERT_EQ(fi_cntr_add(trig, 1), 0);
+  ASSERT_EQ(wait(a->cq, &c), 0);
+  EXPECT_EQ(c.op_context, &tc2);
+  EXPECT_EQ(std::memcmp(t.data() + 8, &v2, 8), 0);
+  EXPECT_EQ(fi_close(&alias->fid), 0);
+  EXPECT_EQ(fi_close(&trig->fid), 0);
 }
 
 // ---- bad input ----------------------------------------------------------------------------------
