@@ -44,6 +44,7 @@
 
 namespace dpfab::ofi::rma_data {
 
+using rdm_data::buf_of;
 using rdm_data::Bufs;
 using rdm_data::bufs_of;
 using rdm_data::put_bufs;
@@ -127,10 +128,7 @@ struct RmaOps {
   static ssize_t read(fid_ep* ep, void* buf, size_t len, void*, fi_addr_t src, uint64_t addr,
                       uint64_t key, void* ctx) noexcept {
     if (!buf && len) return -FI_EINVAL;
-    Bufs b;
-    b.base = buf;
-    b.len = len;
-    return rma(ep, false, b, src, addr, key, ctx, tx_flags(ep), false, 0, false);
+    return rma(ep, false, buf_of(buf, len), src, addr, key, ctx, tx_flags(ep), false, 0, false);
   }
   static ssize_t readv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t src,
                        uint64_t addr, uint64_t key, void* ctx) noexcept {
@@ -148,10 +146,7 @@ struct RmaOps {
   static ssize_t write(fid_ep* ep, const void* buf, size_t len, void*, fi_addr_t dest,
                        uint64_t addr, uint64_t key, void* ctx) noexcept {
     if (!buf && len) return -FI_EINVAL;
-    Bufs b;
-    b.base = const_cast<void*>(buf);
-    b.len = len;
-    return rma(ep, true, b, dest, addr, key, ctx, tx_flags(ep), false, 0, false);
+    return rma(ep, true, buf_of(buf, len), dest, addr, key, ctx, tx_flags(ep), false, 0, false);
   }
   static ssize_t writev(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t dest,
                         uint64_t addr, uint64_t key, void* ctx) noexcept {
@@ -169,26 +164,17 @@ struct RmaOps {
   static ssize_t inject(fid_ep* ep, const void* buf, size_t len, fi_addr_t dest, uint64_t addr,
                         uint64_t key) noexcept {
     if (!buf && len) return -FI_EINVAL;
-    Bufs b;
-    b.base = const_cast<void*>(buf);
-    b.len = len;
-    return rma(ep, true, b, dest, addr, key, nullptr, 0, false, 0, true);
+    return rma(ep, true, buf_of(buf, len), dest, addr, key, nullptr, 0, false, 0, true);
   }
   static ssize_t writedata(fid_ep* ep, const void* buf, size_t len, void*, uint64_t data,
                            fi_addr_t dest, uint64_t addr, uint64_t key, void* ctx) noexcept {
     if (!buf && len) return -FI_EINVAL;
-    Bufs b;
-    b.base = const_cast<void*>(buf);
-    b.len = len;
-    return rma(ep, true, b, dest, addr, key, ctx, tx_flags(ep), true, data, false);
+    return rma(ep, true, buf_of(buf, len), dest, addr, key, ctx, tx_flags(ep), true, data, false);
   }
   static ssize_t injectdata(fid_ep* ep, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
                             uint64_t addr, uint64_t key) noexcept {
     if (!buf && len) return -FI_EINVAL;
-    Bufs b;
-    b.base = const_cast<void*>(buf);
-    b.len = len;
-    return rma(ep, true, b, dest, addr, key, nullptr, 0, true, data, true);
+    return rma(ep, true, buf_of(buf, len), dest, addr, key, nullptr, 0, true, data, true);
   }
 
   inline static fi_ops_rma rma_ops = {
