@@ -78,8 +78,11 @@ struct Config {
   /// A connected peer is lost after rdm_peer_timeout_ms of silence.
   uint64_t msg_connect_timeout_ms = 10'000;
   bool udp_checksum_always = false;  ///< udp_checksum = on
-  FaultConfig faults;                ///< fault_* keys
-  std::vector<Value> values;         ///< effective text of every key, in keys() order
+  /// mr_keys = application: regions take the application's keys and offsets even where its
+  /// mr_mode offers FI_MR_PROV_KEY and FI_MR_VIRT_ADDR.
+  bool mr_application_keys = false;
+  FaultConfig faults;         ///< fault_* keys
+  std::vector<Value> values;  ///< effective text of every key, in keys() order
 
   const Value* find(std::string_view key) const noexcept;
 };
