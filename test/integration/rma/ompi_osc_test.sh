@@ -33,12 +33,17 @@ grep -E "^(ok|FAIL|==)|mpi-osc" "$run/dpdk.log"
 [ "$rc" -eq 0 ] || { failed=1; tail -40 "$run/dpdk.log"; }
 dpdk=$(grep -oE "mpi-osc-latency: .*" "$run/dpdk.log" | head -1)
 
-# other NAME MPIRUN-ARGS...: the same check under mpirun with other transports.
+# other NAME MPIRUN-ARGS...: the same check under mpirun with other transports. Under a sanitizer
+# build the core still loads this build's plugin (FI_PROVIDER_PATH), whose runtime must come
+# first (DPFAB_STOCK_PRELOAD, as ../ompi/ompi_test.sh does).
 other() {
   local name=$1 log="$run/$1.log"
   shift
+  local pre=()
+  [ -n "${DPFAB_STOCK_PRELOAD:-}" ] &&
+    pre=(-x "LD_PRELOAD=$DPFAB_STOCK_PRELOAD" -x ASAN_OPTIONS=detect_leaks=0)
   timeout -k 5 "$limit" mpirun --allow-run-as-root -np "$ranks" --oversubscribe --bind-to none \
-    --mca mpi_yield_when_idle 1 "$@" "$py" "$here/mpi_osc_check.py" time >"$log" 2>&1
+    --mca mpi_yield_when_idle 1 "${pre[@]}" "$@" "$py" "$here/mpi_osc_check.py" time >"$log" 2>&1
   local rc=$?
   if [ "$rc" -eq 0 ] && grep -q "^mpi-osc: OK" "$log"; then
     echo "ok: one-sided checked over $name ($ranks ranks)"
