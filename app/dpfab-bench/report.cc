@@ -65,10 +65,20 @@ std::string shorten(std::string s, size_t n) {
   return s.size() <= n ? s : s.substr(0, n - 3) + "...";
 }
 
+// Whether both processes were preempted about once per iteration or more: two busy-polling
+// processes on oversubscribed CPUs (other work running), each handoff waiting for the scheduler to
+// run the peer again. The latency is then the scheduler's rotation (milliseconds), not the
+// provider's.
+bool preempted(const json& r) {
+  if (!r["ivcsw"].is_number() || !r["iterations"].is_number()) return false;
+  const double iterations = r["iterations"].get<double>();
+  return iterations > 0 && r["ivcsw"].get<double>() >= iterations / 4;
+}
+
 }  // namespace
 
 void print_table(FILE* out, const json& records) {
-  bool missed = false;
+  bool missed = false, contended = false;
   for (auto w : kWorkloadNames) {
     bool header = false;
     for (const auto& r : records) {
@@ -107,6 +117,10 @@ void print_table(FILE* out, const json& records) {
         std::fprintf(out, " *");
         missed = true;
       }
+      if (preempted(r)) {
+        std::fprintf(out, " !");
+        contended = true;
+      }
       std::fprintf(out, "\n");
     }
   }
@@ -115,6 +129,12 @@ void print_table(FILE* out, const json& records) {
                  "\n* missed wake-ups: a blocked wait was ended by the benchmark's timeout "
                  "(--timeout-ms; the server's slice), not by the provider, although a completion "
                  "was ready: the latency is that bound, not the mode's (doc/benchmark.md).\n");
+  if (contended)
+    std::fprintf(out,
+                 "\n! preempted: ivcsw at least a quarter of the iterations. Other work held the "
+                 "CPUs and each handoff between the two busy-polling processes waited for the "
+                 "scheduler to run the peer: the latency is the scheduler's (milliseconds), not "
+                 "the provider's (doc/benchmark.md).\n");
 }
 
 namespace {
@@ -162,7 +182,7 @@ void print_rma_comparison(FILE* out, const json& records) {
           auto o = at.find({g, size});
           char b[32] = "n/a";
           if (o != at.end() && o->second > 0)
-            std::snprintf(b, sizeof(b), "x%.2f", it->second / o->second);
+            std::snprintf(b, sizeof(b), "x%.3g", it->second / o->second);
           std::fprintf(out, "  %-16s", b);
         }
         std::fprintf(out, "\n");
