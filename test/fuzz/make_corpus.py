@@ -325,6 +325,57 @@ def rdm_core_corpus():
     }
 
 
+def shm_ring_corpus():
+    # head (first pass), head (second pass), then the ring's data area (4 KiB).
+    def rec(kind, payload, flags=0, ln=None):
+        n = len(payload) if ln is None else ln
+        hdr = struct.pack("<IBBHHHHH", n, kind, flags, 1, 2, 3, 4, 0)
+        body = hdr + payload
+        return body + b"\0" * (-len(body) % 64)
+    two = rec(3, b"rdm packet") + rec(2, b"frame" * 20)
+    pad_then = rec(3, b"x" * 40)
+    return {
+        "empty--nothing-written": struct.pack("<QQ", 0, 0),
+        "record--two-records": struct.pack("<QQ", len(two), len(two)) + two,
+        "record--one-then-one-more": struct.pack("<QQ", 64, 128) + rec(3, b"a") + rec(3, b"b"),
+        "corrupt--head-beyond-ring": struct.pack("<QQ", 8192 + 64, 0) + rec(3, b"a"),
+        "corrupt--head-misaligned": struct.pack("<QQ", 17, 0) + rec(3, b"a"),
+        "corrupt--length-beyond-head": struct.pack("<QQ", 64, 64) + rec(3, b"a", ln=100),
+        "corrupt--kind-unknown": struct.pack("<QQ", 64, 64) + rec(9, b"a"),
+        "corrupt--flags-set": struct.pack("<QQ", 64, 64) + rec(3, b"a", flags=1),
+        "corrupt--pad-not-at-end": struct.pack("<QQ", 64, 64) + rec(1, b"a"),
+        "record--head-goes-back": struct.pack("<QQ", 64, 0) + pad_then[:64],
+    }
+
+
+def shm_hello_corpus():
+    def hello(kind=b"dpfabSH1", version=1, status=0, node=7, nonce=0xdeadbeef, to_node=3,
+              ring=131072, seg=None, reserved=b"\0" * 40, pad=0):
+        seg = 4096 + 2 * (4096 + ring) if seg is None else seg
+        return (kind + struct.pack("<IIQIIIIII", version, status, 0x0123456789abcdef, node, nonce,
+                                   to_node, 0x1234, ring, 0x0100007f)
+                + bytes([2, 0x64, 0x70, 1, 2, 3]) + struct.pack("<HQ", pad, 0x7fff0000)
+                + bytes(range(16)) + struct.pack("<Q", seg) + reserved)
+    ack = dict(kind=b"dpfabSA1", ring=0, seg=0)
+    return {
+        "ok--hello": hello(),
+        "ok--ack": hello(**ack),
+        "ok--ack-yield": hello(**ack, status=3),
+        "length--short": hello()[:100],
+        "magic--wrong": hello(kind=b"dpfabXX1"),
+        "version--2": hello(version=2),
+        "status--on-a-hello": hello(status=1),
+        "status--unknown": hello(**ack, status=4),
+        "node--zero": hello(node=0),
+        "node--nonce-zero": hello(nonce=0),
+        "ring--not-power-of-two": hello(ring=100000),
+        "ring--segment-mismatch": hello(seg=4096),
+        "ring--ack-with-ring": hello(kind=b"dpfabSA1"),
+        "reserved--pad": hello(pad=1),
+        "reserved--tail": hello(reserved=b"\1" + b"\0" * 39),
+    }
+
+
 def write(target, corpus):
     d = os.path.join(HERE, "corpus", target)
     shutil.rmtree(d, ignore_errors=True)
@@ -341,3 +392,5 @@ if __name__ == "__main__":
     write("rdm", rdm_corpus())
     write("rdm-core", rdm_core_corpus())
     write("cm", cm_corpus())
+    write("shm-ring", shm_ring_corpus())
+    write("shm-hello", shm_hello_corpus())
