@@ -324,6 +324,7 @@ int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** av, void* context) no
     opts.resolver = dom->resolver.get();
     opts.fid = &a->fid.fid;
     opts.format = addr_format_of(dom->info ? dom->info->addr_format : uint32_t{FI_FORMAT_UNSPEC});
+    opts.link = dom->engine;
     void* map_addr = shared ? const_cast<fi_addr_t*>(shared->map()) : nullptr;
     a->av = std::make_unique<proto::AddressVector>(opts, std::move(shared));
     // "If name is non-NULL and map_addr is 0, then the map_addr used by the provider will be

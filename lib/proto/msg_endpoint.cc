@@ -58,9 +58,12 @@ bool send_cm_frame(Link* link, uint16_t src_port_be, uint16_t src_ep_be, const w
   const wire::Header outer = wire::cm_outer_header(
       rte_be_to_cpu_16(src_ep_be), rte_be_to_cpu_16(to.ep_id_be), static_cast<uint32_t>(len));
   if (wire::encode_mbuf(m, route, outer, ip_id.fetch_add(1, std::memory_order_relaxed),
-                        link->tx_caps()) != 0 ||
-      link->transmit(&m, 1) != 1) {
+                        link->tx_caps()) != 0) {
     rte_pktmbuf_free(m);
+    return false;
+  }
+  if (const int r = transmit_frame(link, to, m); r <= 0) {
+    if (r == 0) rte_pktmbuf_free(m);
     return false;
   }
   if (stats) stats->cm_tx.fetch_add(1, std::memory_order_relaxed);
@@ -107,6 +110,9 @@ wire::Address frame_source(const wire::Frame& f) noexcept {
   a.ipv4_be = f.src_ip_be;
   a.udp_port_be = f.src_port_be;
   a.ep_id_be = rte_cpu_to_be_16(f.header.src_ep);
+  a.host_be = f.src_host_be;  // came through the same-host path: answers go back the same way
+  a.node_be = f.src_node_be;
+  a.nonce_be = f.src_nonce_be;
   return a;
 }
 

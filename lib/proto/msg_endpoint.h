@@ -146,6 +146,9 @@ class MsgEndpoint final : public Receiver, private msg::CmSink {
 
   // ---- receive side (the port's RX owner) ----
   bool deliver(const wire::Frame& f, rte_mbuf* m) noexcept override;
+  void link_lost(uint32_t node_be, uint32_t nonce_be) noexcept override {
+    rdm_->link_lost(node_be, nonce_be);  // the connection itself ends at the peer timeout
+  }
   bool has_backlog() const noexcept override {
     return cm_due_.load(std::memory_order_relaxed) != UINT64_MAX || rdm_->has_backlog();
   }

@@ -75,7 +75,8 @@ struct RdmCore::PeerState {
   IndexFifo<std::vector<RxOp>> rdv_rx;  // receives waiting for kRdvData from this peer
   bool rdv_turn = false;                // alternates eager and rendezvous packets
   bool active = false;                  // in RdmCore::active_
-  uint32_t awaiting_cts = 0;            // our RTSs not yet answered
+  uint8_t rdv_seg_shift = 0;  // rendezvous segments of 1 << this bytes (0: the config's seg_size)
+  uint32_t awaiting_cts = 0;  // our RTSs not yet answered
   // The eager message being reassembled from this peer (segments never interleave).
   bool cur_active = false;
   bool cur_unexp = false;  // cur_idx is an Unexp (else an RxOp; kNone: dropped)
@@ -91,7 +92,8 @@ inline void RdmCore::maybe_complete_tx(uint32_t i) noexcept {
 inline void RdmCore::copy_to_rx(RxOp& r, uint64_t offset, std::span<const uint8_t> d) noexcept {
   if (offset >= r.op.len || d.empty()) return;
   const uint64_t n = std::min<uint64_t>(d.size(), r.op.len - offset);
-  std::memcpy(static_cast<uint8_t*>(r.op.buf) + offset, d.data(), n);
+  uint8_t* dst = static_cast<uint8_t*>(r.op.buf) + offset;
+  if (dst != d.data()) std::memcpy(dst, d.data(), n);  // in place already: rdv_placement
 }
 
 }  // namespace dpfab::proto::rdm

@@ -504,6 +504,17 @@ void RdmCore::deliver_cts(PeerState& p, const RdmHeader& h) noexcept {
   }
 }
 
+std::span<uint8_t> RdmCore::rdv_placement(fi_addr_t peer, const RdmHeader& h, uint64_t n) noexcept {
+  PeerState* p = state(peer);
+  if (!p || h.kind != RdmKind::kRdvData || !p->rel.next_in_order(h)) return {};
+  auto [r, prev] = p->rdv_rx.find(rx_, [&](uint32_t k) { return rx_[k].msg_id == h.msg_id; });
+  if (r == kNone) return {};
+  const RxOp& x = rx_[r];
+  // As deliver_rdv_data: the next granted bytes, inside the buffer (granted never exceeds it).
+  if (h.offset != x.received || h.offset + n > x.granted || h.offset + n > x.op.len) return {};
+  return {static_cast<uint8_t*>(x.op.buf) + h.offset, static_cast<size_t>(n)};
+}
+
 void RdmCore::deliver_rdv_data(PeerState& p, const RdmHeader& h,
                                std::span<const uint8_t> d) noexcept {
   auto [r, prev] = p.rdv_rx.find(rx_, [&](uint32_t k) { return rx_[k].msg_id == h.msg_id; });

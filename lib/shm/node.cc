@@ -204,9 +204,9 @@ int Conn::send(const RecordHeader& h, std::span<const uint8_t> a,
     kicks_in_flight_.fetch_add(1, std::memory_order_relaxed);  // ordered by the unlock
     fd = peer_wake_fd_;
   }
+  bump(tx_records_);  // under the TX lock: one writer
+  bump(tx_bytes_, n);
   tx_lock_.unlock();
-  owner_->stats_.tx_records.fetch_add(1, std::memory_order_relaxed);
-  owner_->stats_.tx_bytes.fetch_add(n, std::memory_order_relaxed);
   if (fd >= 0) wait::WakeBatch::defer(&Conn::kick_deferred, this, static_cast<uint64_t>(fd));
   return 0;
 }
@@ -352,6 +352,20 @@ Node::~Node() {
   }
 }
 
+uint64_t Node::tx_records() const noexcept {
+  std::lock_guard lock(mu_);
+  uint64_t n = 0;
+  for (const auto& c : all_) n += c->tx_records_.load(std::memory_order_relaxed);
+  return n;
+}
+
+uint64_t Node::tx_bytes() const noexcept {
+  std::lock_guard lock(mu_);
+  uint64_t n = 0;
+  for (const auto& c : all_) n += c->tx_bytes_.load(std::memory_order_relaxed);
+  return n;
+}
+
 void* Node::run(void* self) noexcept {
   static_cast<Node*>(self)->loop();
   return nullptr;
@@ -446,7 +460,7 @@ void Node::loop() noexcept {
         Conn* c = all_[i].get();
         if (c->state() != LinkState::kConnecting || c->discarded_ || c->retired_) continue;
         if (now >= c->deadline_ns_) {
-          DPFAB_INFO(FI_LOG_CORE, "shm: node %u: handshake with node %u timed out", id_, c->node_);
+          DPFAB_WARN(FI_LOG_CORE, "shm: node %u: handshake with node %u timed out", id_, c->node_);
           fail(c, c->role_ == Conn::Role::kAcceptor ? LinkState::kStale : LinkState::kDead);
         } else if (c->retry_ns_ && now >= c->retry_ns_) {
           c->retry_ns_ = 0;

@@ -66,6 +66,7 @@
 #include <string>
 #include <vector>
 
+#include "common/counter.h"
 #include "common/fd.h"
 #include "common/result.h"
 #include "common/spinlock.h"
@@ -81,8 +82,10 @@ struct NodeConfig {
   bool cma = true;                  ///< read peers' memory with process_vm_readv where allowed
   /// Abstract socket names are "<prefix>:<node id>"; tests use a prefix of their own.
   std::string prefix = "dpfab-shm";
-  /// Hellos and acks not answered in this long end the attempt.
-  int64_t handshake_timeout_ns = 5'000'000'000;
+  /// Hellos and acks not answered in this long end the attempt (the peer is then taken as
+  /// gone: its operations fail). Long: a peer whose process is alive answers, however loaded the
+  /// host (64 busy-polling processes on 2 cores took seconds); one that dies closes its socket.
+  int64_t handshake_timeout_ns = 60'000'000'000;
 };
 
 /// The host identity: the same for every process that shares this boot and network namespace
@@ -113,7 +116,9 @@ struct NodeStats {
   std::atomic<uint64_t> links_failed{0};    ///< attempts that did not come up (stale, refused)
   std::atomic<uint64_t> hellos_refused{0};  ///< malformed or unacceptable hellos
   std::atomic<uint64_t> corrupt{0};         ///< rings found corrupt
-  std::atomic<uint64_t> tx_records{0}, tx_bytes{0}, tx_full{0};
+  std::atomic<uint64_t> tx_full{0};
+  /// Written by the receive side only (one thread at a time). Sent records are counted per link
+  /// (under its TX lock, without a locked add): Node::tx_records().
   std::atomic<uint64_t> rx_records{0}, rx_bytes{0};
   std::atomic<uint64_t> kicks_sent{0};
   std::atomic<uint64_t> cma_reads{0}, cma_bytes{0}, cma_failed{0};
@@ -176,6 +181,7 @@ class Conn {
   NodePage* peer_page_ = nullptr;
   int peer_wake_fd_ = -1;
   std::atomic<uint32_t> kicks_in_flight_{0};  // decided under tx_lock_, eventfd write pending
+  std::atomic<uint64_t> tx_records_{0}, tx_bytes_{0};  // under tx_lock_ (bump), read by anyone
 
   // Receive side (the node's RX owner).
   alignas(64) RingReader rx_;
@@ -267,6 +273,9 @@ class Node {
   NodeStats& stats() noexcept { return stats_; }
   /// Links up now (control thread's count).
   size_t links_up() const noexcept { return up_.load(std::memory_order_relaxed); }
+  /// Records and their payload bytes sent on every link so far. Control path (takes a lock).
+  uint64_t tx_records() const noexcept;
+  uint64_t tx_bytes() const noexcept;
 
  private:
   friend class Conn;
@@ -321,7 +330,7 @@ class Node {
   pthread_t tid_{};
   bool thread_started_ = false;
   std::atomic<bool> stop_{false};
-  std::mutex mu_;  // all_, connect() waiters; never taken on the data path
+  mutable std::mutex mu_;  // all_, connect() waiters; never taken on the data path
   std::condition_variable cv_;
   std::vector<std::unique_ptr<Conn>> all_;
   std::atomic<bool> housekeep_{false};  // the RX owner reaped links: free them
@@ -379,8 +388,8 @@ size_t Node::poll(size_t budget, OnRecord&& on_record, OnLost&& on_lost) noexcep
     }
     if (got) {
       c->rx_.release();
-      stats_.rx_records.fetch_add(got, std::memory_order_relaxed);
-      stats_.rx_bytes.fetch_add(bytes, std::memory_order_relaxed);
+      bump(stats_.rx_records, got);  // the receive side is the only writer
+      bump(stats_.rx_bytes, bytes);
     }
     if (n >= budget) {
       next_poll_ = i;  // this link may have more: it goes first next time
@@ -405,7 +414,7 @@ void Node::reap(Conn* c, size_t slot, OnRecord& on_record, OnLost& on_lost) noex
   }
   if (got) {
     c->rx_.release();
-    stats_.rx_records.fetch_add(got, std::memory_order_relaxed);
+    bump(stats_.rx_records, got);
   }
   on_lost(*c);
   c->reaped_.store(true, std::memory_order_release);

@@ -134,7 +134,7 @@ inline bool read_all(int fd, void* buf, size_t len) {
 /// One dpdk endpoint of `type` with its CQ (`format`, 4096 entries, FI_WAIT_UNSPEC) and a table
 /// AV, through libfabric, enabled; `addr` is its name. open() returns 0 or a -FI_E* value.
 struct EpNode {
-  static constexpr size_t kAddrLen = 16;
+  static constexpr size_t kAddrLen = 32;  // 16 without the same-host path's host part
   InfoPtr info;
   fid_fabric* fabric = nullptr;
   fid_domain* domain = nullptr;
