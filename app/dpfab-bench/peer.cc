@@ -471,7 +471,7 @@ int run_server(const Options& o, const std::string& oob_path) {
     if (cmd == "open") {
       ep = std::make_unique<Endpoint>();
       std::string ep_type = msg->value("ep", ""), why;
-      InfoPtr info = choose_info(provider, ep_type, o.layered, o.iface, &why);
+      InfoPtr info = choose_info(fabric_provider(provider), ep_type, o.layered, o.iface, &why);
       std::string e =
           info
               ? ep->open(info.get(), parse_mode(msg->value("mode", "spin")).value_or(Mode::kSpin),
@@ -526,7 +526,7 @@ class Client {
     json absent = json::object();
     for (const auto& t : o_.ep_types) {
       std::string why;
-      InfoPtr info = choose_info(provider, t, o_.layered, o_.iface, &why);
+      InfoPtr info = choose_info(fabric_provider(provider), t, o_.layered, o_.iface, &why);
       if (info)
         groups.emplace_back(t, std::move(info));
       else
