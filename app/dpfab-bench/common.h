@@ -22,7 +22,7 @@ using nlohmann::json;
 
 // ---- waiting modes and workloads --------------------------------------------------------------
 
-/// How a process waits for its completion queue (see README "dpfab-bench" for each one's calls).
+/// How a process waits for its completion queue (doc/benchmark.md, "Waiting modes": the calls).
 enum class Mode { kSpin, kSread, kFd, kPollfd, kWaitset, kPollset, kCond, kYield, kWorker };
 inline constexpr std::array<std::string_view, 9> kModeNames = {
     "spin", "sread", "fd", "pollfd", "waitset", "pollset", "cond", "yield", "worker"};

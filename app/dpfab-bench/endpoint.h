@@ -100,7 +100,8 @@ class Endpoint {
   /// Posts the receive buffer again. Returns 0 or a negative -FI_E*.
   int repost(uint32_t slot);
 
-  /// Times the waiting call was entered after the CQ was found empty and returned (see README).
+  /// Times the waiting call was entered after the CQ was found empty and returned (see
+  /// doc/benchmark.md, "Workloads and what the figures mean").
   uint64_t wakeups() const { return wakeups_; }
   /// Blocking waits that ended at their timeout although a completion was ready right after:
   /// wake-ups that the provider did not deliver (the benchmark's timeout did).

@@ -110,7 +110,7 @@ void print_table(FILE* out, const json& records) {
     std::fprintf(out,
                  "\n* missed wake-ups: a blocked wait was ended by the benchmark's timeout "
                  "(--timeout-ms; the server's slice), not by the provider, although a completion "
-                 "was ready: the latency is that bound, not the mode's (README, dpfab-bench).\n");
+                 "was ready: the latency is that bound, not the mode's (doc/benchmark.md).\n");
 }
 
 // For each dpdk label (common.h: dpdk-shm, dpdk-port), its RDM group (else DGRAM) against every

@@ -12,6 +12,12 @@
 // later; ofi_rxm asks for FI_EP_MSG with libfabric's internal OFI_CORE_PROV_ONLY flag. We answer
 // both probes with nothing, so neither "dpdk;ofi_rxd" nor "dpdk;ofi_rxm" exists and a plain
 // fi_getinfo naming dpdk hands out our own RDM first; DGRAM and MSG applications are unaffected.
+// libfabric 2.x probes the same way.
+//
+// API versions: the entries are the same for every version an application asks for up to the
+// headers' (kApiVersion; above it, nothing); where libfabric changed what hints mean (capability
+// bits 2.0 reused, deprecated threading models, removed fields), the version asked for decides:
+// api_version.h.
 //
 // EAL starts here only when the application has chosen this provider (the hints name "dpdk") and
 // asks for what it offers (could_match): libfabric asks every provider, and `fi_info -l`, an MPI
@@ -23,6 +29,7 @@
 #include <cstring>
 #include <iterator>
 
+#include "api_version.h"
 #include "dpdk.h"
 #include "wire/address.h"
 #include "wire/format.h"
@@ -78,7 +85,7 @@ void fill(fi_info* out, const config::Config& cfg, const std::string& domain_nam
   // RDM: messages to one peer are sent and matched in order (rdm_core.h); a rendezvous receive
   // may complete after later eager ones.
   out->tx_attr->msg_order = rdm ? FI_ORDER_SAS : 0;
-  out->tx_attr->comp_order = FI_ORDER_NONE;
+  out->tx_attr->comp_order = fi_api::kOrderNone;
   // RDM: one frame's data (fi_inject copies it; the protocol keeps the copy until acked, in
   // tx_attr->size slots of this size), at most a standard frame's on a jumbo port.
   out->tx_attr->inject_size =
@@ -91,7 +98,7 @@ void fill(fi_info* out, const config::Config& cfg, const std::string& domain_nam
   out->rx_attr->caps = caps & ~FI_SEND & ~FI_MULTICAST & ~kAskedCaps & ~kDomainCaps;
   out->rx_attr->op_flags = 0;
   out->rx_attr->msg_order = rdm ? FI_ORDER_SAS : 0;
-  out->rx_attr->comp_order = FI_ORDER_NONE;
+  out->rx_attr->comp_order = fi_api::kOrderNone;
   out->rx_attr->total_buffered_recv = 0;
   out->rx_attr->size = cfg.rx_depth;
   out->rx_attr->iov_limit = rdm ? 1 : 4;
@@ -125,6 +132,7 @@ void fill(fi_info* out, const config::Config& cfg, const std::string& domain_nam
   d->cntr_cnt = 256;
   d->mr_iov_limit = 1;
   d->mr_cnt = 0;
+  api::fill_domain(d);  // what headers newer than 1.17 added
 
   out->fabric_attr->name = strdup(kFabricName);
   out->fabric_attr->prov_version = kProviderVersion;
@@ -137,7 +145,10 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
   // FI_EP_MSG: a passive endpoint named here lends its address to the endpoint opened with the
   // info (fi_endpoint(3)); fabtests fi_msg_sockets does so. As libfabric's util providers do.
   out->handle = hints->handle;
-  const uint64_t caps = caps_of(out->ep_attr->type);
+  // Granted only when asked for, by version (api_version.h); some of them receive capabilities.
+  const uint64_t asked_only = api::asked_caps(out->ep_attr->type, version);
+  const uint64_t asked_rx = asked_only & ~api::kDomainAskedCaps;
+  const uint64_t caps = caps_of(out->ep_attr->type) | asked_only;
   if (hints->caps & ~caps) return false;
   if (hints->caps) {
     out->caps = hints->caps;
@@ -153,12 +164,16 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
   }
   // We require no mode bits; any the application offers are fine.
   // Our native 16-byte address, or struct sockaddr_in (IPv4 + UDP port name an endpoint; the MAC
-  // comes from ARP). FI_SOCKADDR is narrowed to FI_SOCKADDR_IN, as the udp provider does.
+  // comes from ARP). FI_SOCKADDR (and 2.3's FI_SOCKADDR_IP) is narrowed to FI_SOCKADDR_IN, as the
+  // udp provider does.
   switch (hints->addr_format) {
     case FI_FORMAT_UNSPEC:
       break;
     case FI_SOCKADDR:
     case FI_SOCKADDR_IN:
+#if DPFAB_FI_HEADERS_AT_LEAST(2, 3)
+    case FI_SOCKADDR_IP:  // 2.3: "FI_SOCKADDR_IN and FI_SOCKADDR_IN6"
+#endif
       out->addr_format = FI_SOCKADDR_IN;
       break;
     default:
@@ -181,42 +196,52 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
     out->caps |= t->caps;  // what the tx attributes ask for is granted
   }
   if (const auto* r = hints->rx_attr) {
-    if (r->caps & ~(out->rx_attr->caps | kAskedCaps) & ~FI_MSG) return false;
+    if (r->caps & ~(out->rx_attr->caps | kAskedCaps | asked_rx) & ~FI_MSG) return false;
     out->caps |= r->caps;  // what the rx attributes ask for is granted (FI_SOURCE included)
     if (too_big(r->size, out->rx_attr->size) || too_big(r->iov_limit, out->rx_attr->iov_limit))
       return false;
     if (r->msg_order & ~out->rx_attr->msg_order) return false;
-    if (r->total_buffered_recv) return false;
+    // 1.x: no buffered receives (FI_BUFFERED_RECV). 2.0 removed them: the field is ignored.
+    if (r->total_buffered_recv && !fi_api::at_least(version, fi_api::kV2)) return false;
     out->rx_attr->op_flags = r->op_flags;
   }
   if (const auto* d = hints->domain_attr) {
     if (d->name && std::strcmp(d->name, out->domain_attr->name) != 0) return false;
-    if (d->threading != FI_THREAD_UNSPEC) out->domain_attr->threading = d->threading;
-    if (d->control_progress == FI_PROGRESS_AUTO) return false;
-    if (d->data_progress != FI_PROGRESS_UNSPEC &&
-        d->data_progress != out->domain_attr->data_progress) {
+    if (const int t = app_enum(d->threading); t != FI_THREAD_UNSPEC)
+      out->domain_attr->threading = api::threading(t, version);
+    // Control progress is manual. 1.21: FI_PROGRESS_CONTROL_UNIFIED (manual too) is echoed.
+    if (const int c = app_enum(d->control_progress); c != FI_PROGRESS_UNSPEC) {
+      if (!api::manual_progress(c, version)) return false;
+      out->domain_attr->control_progress = d->control_progress;
+    }
+    const int p = app_enum(d->data_progress);  // 2.0 calls it `progress` (the same field)
+    if (p != FI_PROGRESS_UNSPEC && p != out->domain_attr->data_progress) {
       // Manual progress is always possible (the application's calls drive the port); automatic
       // progress needs worker lcores (FI_DPDK_LCORES).
-      if (d->data_progress == FI_PROGRESS_AUTO) return false;
-      out->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+      if (!api::manual_progress(p, version)) return false;
+      out->domain_attr->data_progress = d->data_progress;
     }
     if (d->resource_mgmt != FI_RM_UNSPEC) out->domain_attr->resource_mgmt = d->resource_mgmt;
     if (d->av_type != FI_AV_UNSPEC) out->domain_attr->av_type = d->av_type;
     if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
       // Before 1.5 mr_mode is an enum; we need no registration, so basic and scalable both work.
-      out->domain_attr->mr_mode = d->mr_mode == FI_MR_BASIC ? FI_MR_BASIC : FI_MR_SCALABLE;
+      out->domain_attr->mr_mode =
+          d->mr_mode == fi_api::kMrBasic ? fi_api::kMrBasic : fi_api::kMrScalable;
     }
     if (d->cq_data_size > out->domain_attr->cq_data_size) return false;
-    if (d->caps & ~kDomainCaps) return false;
+    if (d->caps & ~(kDomainCaps | (asked_only & api::kDomainAskedCaps))) return false;
+    out->caps |= d->caps & asked_only;  // FI_AV_USER_ID asked for as a domain capability
+    if (!api::domain_hints_ok(*d, version)) return false;
   } else if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
-    out->domain_attr->mr_mode = FI_MR_SCALABLE;
+    out->domain_attr->mr_mode = fi_api::kMrScalable;
   }
   if (const auto* f = hints->fabric_attr) {
     if (f->name && std::strcmp(f->name, kFabricName) != 0) return false;
     if (f->api_version && FI_VERSION_LT(kApiVersion, f->api_version)) return false;
   }
   // The tx/rx attributes carry the capabilities granted, no more (FI_SOURCE only when asked).
-  out->rx_attr->caps |= out->caps & kAskedCaps;
+  out->rx_attr->caps |= out->caps & (kAskedCaps | asked_rx);
+  out->domain_attr->caps |= out->caps & asked_only & api::kDomainAskedCaps;
   out->tx_attr->caps &= out->caps;
   out->rx_attr->caps &= out->caps;
   return true;
@@ -227,7 +252,7 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
 // comment. Exact values: an application that offers every mode bit (fabtests fi_av_test sets mode
 // ~0) accepts FI_LOCAL_MR | FI_MSG_PREFIX too, and is answered.
 bool rxd_probe(const fi_info* hints) {
-  constexpr uint64_t kRxdMode = FI_LOCAL_MR | FI_CONTEXT | FI_MSG_PREFIX;
+  constexpr uint64_t kRxdMode = fi_api::kModeLocalMr | FI_CONTEXT | FI_MSG_PREFIX;
   return hints && hints->mode == kRxdMode && hints->caps == FI_MSG && hints->ep_attr &&
          hints->ep_attr->type == FI_EP_DGRAM;
 }
@@ -237,11 +262,13 @@ bool rxd_probe(const fi_info* hints) {
 // atomics) are answered before EAL starts: a process that only asked would otherwise bring up
 // DPDK and its ports for nothing, and on a role=auto memif socket take the place of the peer a
 // later process needs (runfabtests' MSG tests did so to the RDM test after them).
-bool could_match(const fi_info* hints) {
+bool could_match(const fi_info* hints, uint32_t version) {
   if (!hints) return true;
   const fi_ep_type want = hints->ep_attr ? hints->ep_attr->type : FI_EP_UNSPEC;
   for (fi_ep_type type : kTypes)
-    if ((want == FI_EP_UNSPEC || want == type) && !(hints->caps & ~caps_of(type))) return true;
+    if ((want == FI_EP_UNSPEC || want == type) &&
+        !(hints->caps & ~(caps_of(type) | api::asked_caps(type, version))))
+      return true;
   return false;
 }
 
@@ -296,7 +323,8 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
     // The configuration in force: the running one, or (before EAL) what would be used.
     const config::Config* cfg = runtime_config();
     config::Config loaded;
-    if (!could_match(hints) || rxd_probe(hints) || rxm_probe(flags, hints)) return -FI_ENODATA;
+    if (!could_match(hints, version) || rxd_probe(hints) || rxm_probe(flags, hints))
+      return -FI_ENODATA;
     if (!cfg && names_us(hints)) {
       auto started = start_runtime();
       if (!started) return -FI_ENODATA;

@@ -6,12 +6,17 @@
 //
 // What an application sees (fi_av(3), and where the man page leaves a choice):
 //   - type: FI_AV_MAP and FI_AV_TABLE; FI_AV_UNSPEC becomes the domain's av_type when that is set,
-//     else FI_AV_MAP, and is returned in attr->type. fi_addr values are indices either way, so an
-//     explicit type other than the domain's is accepted too: ofi_rxd, layered on us, opens its
-//     datagram AV as FI_AV_TABLE whatever av_type the application's hints carried down.
+//     else FI_AV_MAP for a 1.x application and FI_AV_TABLE for a 2.x one (2.0 deprecates
+//     FI_AV_MAP: api::default_av_type), and is returned in attr->type. fi_addr values are indices
+//     either way, so an explicit type other than the domain's is accepted too: ofi_rxd, layered on
+//     us, opens its datagram AV as FI_AV_TABLE whatever av_type the application's hints carried
+//     down.
 //   - count and ep_per_node are hints; rx_ctx_bits must be 0 (no scalable endpoints); flags:
-//     FI_EVENT, FI_SYMMETRIC (a hint), FI_READ (only with a name: -FI_EINVAL without); others
-//     -FI_EBADFLAGS.
+//     FI_EVENT, FI_SYMMETRIC (a hint), FI_READ (only with a name: -FI_EINVAL without), and for a
+//     1.20 application FI_AV_USER_ID (user IDs set with fi_av_set_user_id); others -FI_EBADFLAGS.
+//   - User IDs (FI_AV_USER_ID, proto::AddressVector): completions report, as their source, the ID
+//     the application gave an address (through the insertion's fi_addr array with the
+//     FI_AV_USER_ID flag, or fi_av_set_user_id on an AV opened with FI_AV_USER_ID).
 //   - A name (FI_SHARED_AV) opens a shared AV (proto::SharedAvTable, lib/proto/av_shared.h):
 //     without FI_READ the AV is created, in shared memory, with room for `count` addresses (1024
 //     when 0; a shared AV does not grow); with FI_READ the existing one is opened read-only
@@ -28,7 +33,8 @@
 //     insertions (each wait round), as does the progress step of the endpoints bound to the AV.
 //   - fi_close: -FI_EBUSY while endpoints are bound (av_bind_ref); insertions still pending are
 //     cancelled (FI_ECANCELED error entries, then their completions).
-//   - fi_av_av_set and fi_control: -FI_ENOSYS.
+//   - fi_av_av_set, fi_control, fi_av_insert_auth_key, fi_av_lookup_auth_key: -FI_ENOSYS.
+#include "api_version.h"
 #include "dpdk.h"
 
 #include <arpa/inet.h>
@@ -225,6 +231,14 @@ const char* av_straddr(fid_av*, const void* addr, char* buf, size_t* len) noexce
   return proto::AddressVector::straddr(addr, buf, len);
 }
 
+#if DPFAB_FI_HEADERS_AT_LEAST(1, 20)
+int av_set_user_id(fid_av* f, fi_addr_t fi_addr, fi_addr_t user_id, uint64_t flags) noexcept {
+  AvFid* a = as_av(f);
+  if (!a) return -FI_EINVAL;
+  return a->av->set_user_id(fi_addr, user_id, flags);
+}
+#endif
+
 fi_ops g_av_fi_ops = {
     .size = sizeof(fi_ops),
     .close = av_close,
@@ -244,6 +258,12 @@ fi_ops_av g_av_ops = {
     .lookup = av_lookup,
     .straddr = av_straddr,
     .av_set = enosys<decltype(fi_ops_av::av_set)>,
+#if DPFAB_FI_HEADERS_AT_LEAST(1, 20)
+    // Authorization keys are not offered.
+    .insert_auth_key = enosys<decltype(fi_ops_av::insert_auth_key)>,
+    .lookup_auth_key = enosys<decltype(fi_ops_av::lookup_auth_key)>,
+    .set_user_id = av_set_user_id,
+#endif
 };
 
 }  // namespace
@@ -281,7 +301,9 @@ int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** av, void* context) no
   return guard("fi_av_open", [&]() -> int {
     if (!domain || !attr || !av) return -FI_EINVAL;
     auto* dom = container_of_fid<Domain>(&domain->fid);
-    constexpr uint64_t kFlags = FI_EVENT | FI_SYMMETRIC | FI_READ;
+    // 1.20 defined FI_AV_USER_ID as an open flag (fi_av_set_user_id).
+    const bool user_ids_ok = api_at_least(dom->fabric, fi_api::kAvUserIdAttr);
+    const uint64_t kFlags = FI_EVENT | FI_SYMMETRIC | FI_READ | (user_ids_ok ? FI_AV_USER_ID : 0);
     if (attr->flags & ~kFlags) {
       DPFAB_INFO(FI_LOG_AV, "unsupported AV flags 0x%llx",
                  static_cast<unsigned long long>(attr->flags & ~kFlags));
@@ -298,7 +320,8 @@ int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** av, void* context) no
     const int t = app_enum(attr->type);
     if (t != FI_AV_UNSPEC && t != FI_AV_MAP && t != FI_AV_TABLE) return -FI_EINVAL;
     fi_av_type type = static_cast<fi_av_type>(t);
-    if (type == FI_AV_UNSPEC) type = dom_type != FI_AV_UNSPEC ? dom_type : FI_AV_MAP;
+    if (type == FI_AV_UNSPEC)
+      type = dom_type != FI_AV_UNSPEC ? dom_type : api::default_av_type(api_version(dom->fabric));
 
     auto a = std::make_unique<AvFid>();
     a->domain = dom;
@@ -325,6 +348,7 @@ int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** av, void* context) no
     opts.fid = &a->fid.fid;
     opts.format = addr_format_of(dom->info ? dom->info->addr_format : uint32_t{FI_FORMAT_UNSPEC});
     opts.link = dom->engine;
+    opts.user_ids = attr->flags & FI_AV_USER_ID;
     void* map_addr = shared ? const_cast<fi_addr_t*>(shared->map()) : nullptr;
     a->av = std::make_unique<proto::AddressVector>(opts, std::move(shared));
     // "If name is non-NULL and map_addr is 0, then the map_addr used by the provider will be

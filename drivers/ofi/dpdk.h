@@ -22,6 +22,7 @@
 #include <type_traits>
 
 #include "common/config.h"
+#include "common/fi_api.h"
 #include "common/log.h"
 #include "common/result.h"
 #include "event/eq.h"
@@ -40,7 +41,9 @@ namespace dpfab::ofi {
 extern fi_provider g_provider;
 
 inline constexpr uint32_t kProviderVersion = FI_VERSION(0, 1);
-inline constexpr uint32_t kApiVersion = FI_VERSION(1, 17);
+/// The API version of the libfabric headers the plugin is built against (common/fi_api.h): the
+/// core skips a provider whose version is below the one an application asks for.
+inline constexpr uint32_t kApiVersion = fi_api::kHeaders;
 inline constexpr const char* kFabricName = "dpdk";
 
 /// One shared stub for every unimplemented op: a function of the op's exact type that returns
@@ -119,8 +122,13 @@ struct Domain {
 };
 
 /// The API version the application opened the fabric with (fid_fabric.api_version, set by the
-/// libfabric core); error-data rules differ below 1.5.
+/// libfabric core); error-data rules differ below 1.5, and common/fi_api.h lists what differs
+/// after 1.17.
 inline uint32_t api_version(const Fabric* f) noexcept { return f->fid.api_version; }
+/// Whether the application that opened `f` gets the behaviour of API `since` (fi_api::at_least).
+inline bool api_at_least(const Fabric* f, uint32_t since) noexcept {
+  return fi_api::at_least(api_version(f), since);
+}
 
 /// The form addresses take for an info's addr_format (attr.cc grants FI_FORMAT_UNSPEC,
 /// FI_SOCKADDR_IN and FI_SOCKADDR; see wire/address.h).

@@ -6,6 +6,7 @@
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_rma.h>
 
+#include "api_version.h"
 #include "ep.h"
 #include "wire/multicast.h"
 
@@ -31,6 +32,15 @@ void ep_base_init(EpBase* e, Domain* dom, const fi_info* info, void* context) no
   if (info->tx_attr) e->tx_op_flags = info->tx_attr->op_flags;
   if (info->rx_attr) e->rx_op_flags = info->rx_attr->op_flags;
   e->format = addr_format_of(info->addr_format);
+  const uint32_t version = api_version(dom->fabric);
+  e->directed_msg = api::directed_recv(e->caps, version, false);
+  e->directed_tagged = api::directed_recv(e->caps, version, true);
+  EpBase::SizeLimits& l = e->info_limits;
+  if (info->ep_attr && info->ep_attr->max_msg_size)
+    l.max_msg = l.max_tagged = info->ep_attr->max_msg_size;
+  if (info->tx_attr && info->tx_attr->inject_size)
+    l.inject_msg = l.inject_tagged = info->tx_attr->inject_size;
+  e->limits = l;
   if (auto a = wire::read_address(info->src_addr, info->src_addrlen)) {
     e->udp_port_be = a->udp_port_be;
     e->ep_id_be = a->ep_id_be;
@@ -152,6 +162,65 @@ int ep_base_control(EpBase* e, int command, void* arg) noexcept {
     default:
       return -FI_ENOSYS;
   }
+}
+
+namespace {
+
+// The limit a size option names, and the one of the info it may not exceed; nullptr when the
+// endpoint has no such option (see ep.h).
+size_t* size_option(EpBase* e, int name, size_t* info_value) noexcept {
+#if DPFAB_FI_HEADERS_AT_LEAST(1, 22)
+  if (!api_at_least(e->domain->fabric, fi_api::kSizeOptions)) return nullptr;
+  EpBase::SizeLimits& l = e->limits;
+  const EpBase::SizeLimits& info = e->info_limits;
+  const bool msg = e->caps & FI_MSG, tagged = e->caps & FI_TAGGED;
+  switch (name) {
+    case FI_OPT_MAX_MSG_SIZE:
+      *info_value = info.max_msg;
+      return msg ? &l.max_msg : nullptr;
+    case FI_OPT_MAX_TAGGED_SIZE:
+      *info_value = info.max_tagged;
+      return tagged ? &l.max_tagged : nullptr;
+    case FI_OPT_INJECT_MSG_SIZE:
+      *info_value = info.inject_msg;
+      return msg ? &l.inject_msg : nullptr;
+    case FI_OPT_INJECT_TAGGED_SIZE:
+      *info_value = info.inject_tagged;
+      return tagged ? &l.inject_tagged : nullptr;
+    default:  // FI_OPT_MAX_RMA_SIZE, FI_OPT_MAX_ATOMIC_SIZE, FI_OPT_INJECT_{RMA,ATOMIC}_SIZE
+      return nullptr;
+  }
+#else
+  (void)e, (void)name, (void)info_value;
+  return nullptr;
+#endif
+}
+
+}  // namespace
+
+int ep_base_getopt_size(EpBase* e, int name, void* val, size_t* len) noexcept {
+  size_t info_value = 0;
+  const size_t* v = size_option(e, name, &info_value);
+  if (!v) return -FI_ENOPROTOOPT;
+  if (!val || !len) return -FI_EINVAL;
+  if (*len < sizeof(size_t)) {
+    *len = sizeof(size_t);
+    return -FI_ETOOSMALL;
+  }
+  *static_cast<size_t*>(val) = *v;
+  *len = sizeof(size_t);
+  return FI_SUCCESS;
+}
+
+int ep_base_setopt_size(EpBase* e, int name, const void* val, size_t len) noexcept {
+  size_t info_value = 0;
+  size_t* v = size_option(e, name, &info_value);
+  if (!v) return -FI_ENOPROTOOPT;
+  if (!val || len != sizeof(size_t)) return -FI_EINVAL;
+  const size_t want = *static_cast<const size_t*>(val);
+  if (want > info_value) return -FI_EINVAL;  // "less than or equal to" the info's (fi_endpoint(3))
+  *v = want;
+  return FI_SUCCESS;
 }
 
 int ep_getname(fid* f, void* addr, size_t* addrlen) noexcept {

@@ -10,6 +10,7 @@
 
 #include <rdma/fi_endpoint.h>
 
+#include <cstdint>
 #include <memory>
 
 #include "dpdk.h"
@@ -38,6 +39,15 @@ struct EpBase {
   fid_eq* eq = nullptr;
   uint64_t tx_op_flags = 0, rx_op_flags = 0;
   uint64_t caps = 0;
+  /// Whether receives' source addresses count (api::directed_recv of caps and the API version).
+  bool directed_msg = false, directed_tagged = false;
+  /// The largest message a send takes, and the largest an inject takes, untagged and tagged: the
+  /// info's max_msg_size and inject_size until FI_OPT_MAX_*_SIZE / FI_OPT_INJECT_*_SIZE (API
+  /// 1.22) lower them. Larger sends are -FI_EMSGSIZE.
+  struct SizeLimits {
+    size_t max_msg = SIZE_MAX, max_tagged = SIZE_MAX;
+    size_t inject_msg = SIZE_MAX, inject_tagged = SIZE_MAX;
+  } limits, info_limits;     ///< in force; the info's (what the options may not exceed)
   uint16_t udp_port_be = 0;  ///< asked for (info->src_addr / fi_setname), 0 = ephemeral
   uint16_t ep_id_be = 0;
   wire::AddrFormat format = wire::AddrFormat::kNative;  ///< what fi_getname writes
@@ -69,6 +79,21 @@ int ep_base_bind_port(EpBase* e, proto::Receiver* r) noexcept;
 void ep_base_enabled(EpBase* e) noexcept;
 /// fi_control FI_GETOPSFLAG / FI_SETOPSFLAG; -FI_ENOSYS for other commands.
 int ep_base_control(EpBase* e, int command, void* arg) noexcept;
+/// fi_getopt / fi_setopt of the size options of API 1.22 (FI_OPT_MAX_MSG_SIZE,
+/// FI_OPT_MAX_TAGGED_SIZE, FI_OPT_INJECT_MSG_SIZE, FI_OPT_INJECT_TAGGED_SIZE: a size_t), for
+/// applications of 1.22 or later and headers that declare them. A set value is at most the
+/// info's (-FI_EINVAL beyond) and holds for the calls made from then on. -FI_ENOPROTOOPT for
+/// any other option, for an older application, for the tagged sizes without FI_TAGGED and for
+/// the RMA and atomic sizes (not offered); -FI_EINVAL for a wrong length or null pointer,
+/// -FI_ETOOSMALL (and the length needed in *len) for a short get buffer.
+int ep_base_getopt_size(EpBase* e, int name, void* val, size_t* len) noexcept;
+int ep_base_setopt_size(EpBase* e, int name, const void* val, size_t len) noexcept;
+/// Whether a send of `len` bytes is within the endpoint's limits (tagged or not, inject or not).
+inline bool ep_size_ok(const EpBase* e, size_t len, bool tagged, bool inject) noexcept {
+  const EpBase::SizeLimits& l = e->limits;
+  return len <= (tagged ? l.max_tagged : l.max_msg) &&
+         (!inject || len <= (tagged ? l.inject_tagged : l.inject_msg));
+}
 /// fi_getname / fi_setname (fi_ops_cm).
 int ep_getname(fid* f, void* addr, size_t* addrlen) noexcept;
 int ep_setname(fid* f, void* addr, size_t addrlen) noexcept;

@@ -35,12 +35,12 @@
 namespace dpfab::ofi {
 namespace {
 
-// FI_SOURCE lookups go to the bound address vector.
+// FI_SOURCE lookups go to the bound address vector (and give its user IDs: FI_AV_USER_ID).
 class AvSource final : public proto::SourceLookup {
  public:
   const proto::AddressVector* av = nullptr;
   fi_addr_t reverse(uint32_t ip, uint16_t port, uint16_t ep) const noexcept override {
-    return av ? av->reverse(ip, port, ep) : FI_ADDR_NOTAVAIL;
+    return av ? av->completion_addr(av->reverse(ip, port, ep)) : FI_ADDR_NOTAVAIL;
   }
 };
 
@@ -129,11 +129,17 @@ fi_ops g_ep_fi_ops = {
 
 ssize_t ep_cancel(fid* f, void* context) noexcept { return ep_of(f)->dgram->cancel(context); }
 
-// No endpoint options apply to DGRAM (FI_OPT_MIN_MULTI_RECV needs FI_MULTI_RECV, CM data needs
-// connections).
-int ep_getopt(fid*, int, int, void*, size_t*) noexcept { return -FI_ENOPROTOOPT; }
+// DGRAM's only endpoint options are the untagged size options of API 1.22 (FI_OPT_MIN_MULTI_RECV
+// needs FI_MULTI_RECV, CM data needs connections).
+int ep_getopt(fid* f, int level, int name, void* val, size_t* len) noexcept {
+  if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
+  return ep_base_getopt_size(ep_of(f), name, val, len);
+}
 
-int ep_setopt(fid*, int, int, const void*, size_t) noexcept { return -FI_ENOPROTOOPT; }
+int ep_setopt(fid* f, int level, int name, const void* val, size_t len) noexcept {
+  if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
+  return ep_base_setopt_size(ep_of(f), name, val, len);
+}
 
 fi_ops_ep g_ep_ops = {
     .size = sizeof(fi_ops_ep),
@@ -312,6 +318,13 @@ ssize_t do_send(fid_ep* ep, const iovec* iov, size_t count, fi_addr_t dest, void
                 uint64_t flags, bool has_data, uint64_t data, bool inject) noexcept {
   Endpoint* e = ep_of(ep);
   if (!e->enabled) return -FI_EOPBADSTATE;
+  // The protocol checks the port's limits; the size options (API 1.22) may have set lower ones.
+  const EpBase::SizeLimits &l = e->limits, &info = e->info_limits;
+  if ((l.max_msg < info.max_msg || l.inject_msg < info.inject_msg) && valid_iov(iov, count, 4)) {
+    size_t len = 0;
+    for (size_t i = 0; i < count; ++i) len += iov[i].iov_len;
+    if (!ep_size_ok(e, len, false, inject || (flags & FI_INJECT))) return -FI_EMSGSIZE;
+  }
   proto::Destination d;
   if (int r = destination(e, dest, &d); r != 0) return r;
   return e->dgram->send(iov, count, d, context, flags, has_data, data, inject);

@@ -131,12 +131,13 @@ ssize_t msg_cancel(fid* f, void* context) noexcept {
 int msg_getopt(fid* f, int level, int name, void* val, size_t* len) noexcept {
   if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
   if (name == FI_OPT_CM_DATA_SIZE) return msg_cm_data_size_opt(val, len);
-  if (name != FI_OPT_MIN_MULTI_RECV) return -FI_ENOPROTOOPT;
+  if (name != FI_OPT_MIN_MULTI_RECV) return ep_base_getopt_size(msg_of(f), name, val, len);
   return rdm_data::get_min_multi_recv(msg_of(f)->msg->rdm(), val, len);
 }
 
 int msg_setopt(fid* f, int level, int name, const void* val, size_t len) noexcept {
-  if (level != FI_OPT_ENDPOINT || name != FI_OPT_MIN_MULTI_RECV) return -FI_ENOPROTOOPT;
+  if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
+  if (name != FI_OPT_MIN_MULTI_RECV) return ep_base_setopt_size(msg_of(f), name, val, len);
   return rdm_data::set_min_multi_recv(msg_of(f)->msg->rdm(), val, len);
 }
 

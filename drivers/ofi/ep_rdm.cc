@@ -9,7 +9,8 @@
 // send of at most inject_size bytes completes once copied (FI_INJECT_COMPLETE), unless its flags
 // (or the endpoint's op_flags) ask for FI_TRANSMIT_COMPLETE or FI_DELIVERY_COMPLETE; a larger
 // one completes when the peer acknowledged all of it (delivery complete). FI_DIRECTED_RECV makes
-// the receive's source address count; without it the source is ignored (fi_msg(3)).
+// the receive's source address count; without it the source is ignored (fi_msg(3)). Options:
+// FI_OPT_MIN_MULTI_RECV, and the size options of API 1.22 (ep_base_getopt_size).
 #include <algorithm>
 #include <memory>
 
@@ -109,12 +110,14 @@ ssize_t rdm_cancel(fid* f, void* context) noexcept {
 }
 
 int rdm_getopt(fid* f, int level, int name, void* val, size_t* len) noexcept {
-  if (level != FI_OPT_ENDPOINT || name != FI_OPT_MIN_MULTI_RECV) return -FI_ENOPROTOOPT;
+  if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
+  if (name != FI_OPT_MIN_MULTI_RECV) return ep_base_getopt_size(rdm_of(f), name, val, len);
   return rdm_data::get_min_multi_recv(*rdm_of(f)->rdm, val, len);
 }
 
 int rdm_setopt(fid* f, int level, int name, const void* val, size_t len) noexcept {
-  if (level != FI_OPT_ENDPOINT || name != FI_OPT_MIN_MULTI_RECV) return -FI_ENOPROTOOPT;
+  if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
+  if (name != FI_OPT_MIN_MULTI_RECV) return ep_base_setopt_size(rdm_of(f), name, val, len);
   return rdm_data::set_min_multi_recv(*rdm_of(f)->rdm, val, len);
 }
 

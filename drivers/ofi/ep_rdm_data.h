@@ -12,7 +12,9 @@
 //     before fi_enable -FI_EOPBADSTATE;
 //   - a send of at most inject_size bytes is copied and completes at once (FI_INJECT_COMPLETE)
 //     unless it asks for FI_TRANSMIT_COMPLETE or FI_DELIVERY_COMPLETE; fi_inject writes no
-//     completion.
+//     completion;
+//   - sends beyond the endpoint's size limits (max_msg_size, inject_size for injects, or what the
+//     1.22 size options set) are -FI_EMSGSIZE.
 // A type describes itself with a traits struct:
 //   using Ep = ...;                           // derived from EpBase
 //   static constexpr bool kAddressed;         // dest / src arguments count (RDM), or are ignored
@@ -73,6 +75,7 @@ struct Ops {
     Ep* e = T::of(ep);
     if (!e->enabled) return -FI_EOPBADSTATE;
     if (!(e->caps & (tagged ? FI_TAGGED : FI_MSG))) return -FI_EOPNOTSUPP;
+    if (!ep_size_ok(e, b.len, tagged, inject || (flags & FI_INJECT))) return -FI_EMSGSIZE;
     proto::rdm::SendOp s;
     if constexpr (T::kAddressed) s.dest = dest;
     s.buf = b.base;
@@ -102,8 +105,10 @@ struct Ops {
     op.buf = b.base;
     op.len = b.len;
     op.context = context;
-    // FI_DIRECTED_RECV makes the source count; without it the source is ignored (fi_msg(3)).
-    if constexpr (T::kAddressed) op.match.src = (e->caps & FI_DIRECTED_RECV) ? src : FI_ADDR_UNSPEC;
+    // FI_DIRECTED_RECV (2.x: also FI_TAGGED_DIRECTED_RECV, FI_EXACT_DIRECTED_RECV) makes the
+    // source count; without it the source is ignored (fi_msg(3)).
+    if constexpr (T::kAddressed)
+      op.match.src = (tagged ? e->directed_tagged : e->directed_msg) ? src : FI_ADDR_UNSPEC;
     op.match.tag = tag;
     op.match.ignore = ignore;
     op.match.tagged = tagged;

@@ -46,6 +46,9 @@ int fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context) noexce
     if (!cfg) return cfg.code();
     auto* fab = new Fabric();
     fab->cfg = *cfg;
+    // The core sets it too once we return (fi_fabric); set here, it also holds for a caller of
+    // the provider's own entry points.
+    fab->fid.api_version = attr->api_version;
     fab->fid.fid.fclass = FI_CLASS_FABRIC;
     fab->fid.fid.context = context;
     fab->fid.fid.ops = &g_fabric_fi_ops;

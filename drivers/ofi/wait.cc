@@ -148,7 +148,7 @@ int control_wait(wait::Waitable& w, fi_wait_obj wait_obj, int command, void* arg
   wait::Signal* s = w.signal();
   switch (wait_obj) {
     case FI_WAIT_FD: {
-      // The object's eventfd, or an epoll fd over it and the port's wake sources (DESIGN.md,
+      // The object's eventfd, or an epoll fd over it and the port's wake sources (doc/design.md,
       // "Sleeping on the port"): readable when a completion is signalled or a frame arrives.
       int fd = w.export_wait_fd();
       if (fd < 0) return fd;

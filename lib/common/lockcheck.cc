@@ -71,7 +71,7 @@ struct ThreadState {
 };
 thread_local ThreadState t;
 
-std::atomic<uint64_t> g_violations{0}, g_exempt{0}, g_sections{0};
+std::atomic<uint64_t> g_violations{0}, g_exempt{0}, g_sections{0}, g_heap{0};
 std::atomic<bool> g_active{false};
 bool g_abort = true;
 std::once_flag g_once;
@@ -98,8 +98,15 @@ void on_sigsys(int, siginfo_t* si, void* ucv) {
   // the selector stays "allow" until the thread's next enter().
   const bool rerun = nr == SYS_rt_sigreturn || nr == SYS_clone || nr == SYS_clone3 ||
                      nr == SYS_fork || nr == SYS_vfork || nr == SYS_execve || nr == SYS_execveat;
+  // The memory calls of an allocator growing its heap (an allocation under the lock: a new
+  // peer's state on first contact) are counted apart (heap_growth()), as is DPDK's thread-local
+  // storage, which a dlopened library allocates on a thread's first use.
+  const bool heap = nr == SYS_brk || nr == SYS_mmap || nr == SYS_munmap || nr == SYS_mremap ||
+                    nr == SYS_mprotect || nr == SYS_madvise;
   if (t.exempt) {
     g_exempt.fetch_add(1, std::memory_order_relaxed);
+  } else if (heap) {
+    g_heap.fetch_add(1, std::memory_order_relaxed);
   } else if (nr != SYS_rt_sigreturn) {
     const uint64_t n = g_violations.fetch_add(1, std::memory_order_relaxed);
     if (n < 20 || g_abort) {
@@ -130,20 +137,25 @@ void on_sigsys(int, siginfo_t* si, void* ucv) {
 }
 
 void report_at_exit() {
-  const uint64_t v = g_violations.load(), e = g_exempt.load(), s = g_sections.load();
+  const uint64_t v = g_violations.load(), e = g_exempt.load(), s = g_sections.load(),
+                 h = g_heap.load();
   if (!g_active.load() || (v == 0 && !std::getenv("DPFAB_LOCKCHECK_VERBOSE"))) return;
-  char line[200];
+  char line[256];
   std::snprintf(line, sizeof(line),
                 "dpfab lockcheck: %lu lock sections, %lu syscalls under a lock, %lu exempt "
-                "(port kicks, lock waits)\n",
+                "(port kicks, lock waits), %lu heap growth\n",
                 static_cast<unsigned long>(s), static_cast<unsigned long>(v),
-                static_cast<unsigned long>(e));
+                static_cast<unsigned long>(e), static_cast<unsigned long>(h));
   say(line);
 }
 
 void install_process() noexcept {
   const char* mode = std::getenv("DPFAB_LOCKCHECK");
   g_abort = !(mode && std::strcmp(mode, "count") == 0);
+  // backtrace() loads libgcc and allocates on its first call: made now, so that the handler's
+  // call neither allocates nor takes the loader's lock (the trapped call may hold malloc's).
+  void* warm[2];
+  (void)backtrace(warm, 2);
   KernelSigaction ksa{};
   ksa.handler = on_sigsys;
   ksa.flags = SA_SIGINFO | kSaRestorer;
@@ -165,9 +177,10 @@ void enable_thread() noexcept {
   sigemptyset(&s);
   sigaddset(&s, SIGSYS);
   pthread_sigmask(SIG_UNBLOCK, &s, nullptr);
-  if (prctl(PR_SET_SYSCALL_USER_DISPATCH, PR_SYS_DISPATCH_ON,
-            reinterpret_cast<unsigned long>(dpfab_lc_begin),
-            static_cast<unsigned long>(dpfab_lc_end - dpfab_lc_begin), &t.selector) != 0) {
+  const auto begin = reinterpret_cast<uintptr_t>(dpfab_lc_begin);
+  const auto end = reinterpret_cast<uintptr_t>(dpfab_lc_end);
+  if (prctl(PR_SET_SYSCALL_USER_DISPATCH, PR_SYS_DISPATCH_ON, begin, end - begin, &t.selector) !=
+      0) {
     static std::atomic<bool> said{false};
     if (!said.exchange(true))
       say("dpfab lockcheck: syscall user dispatch unavailable (Linux >= 5.11): nothing is "
@@ -204,6 +217,7 @@ void leave() noexcept {
 
 uint64_t violations() noexcept { return g_violations.load(std::memory_order_relaxed); }
 uint64_t exempt() noexcept { return g_exempt.load(std::memory_order_relaxed); }
+uint64_t heap_growth() noexcept { return g_heap.load(std::memory_order_relaxed); }
 bool active() noexcept { return g_active.load(std::memory_order_relaxed); }
 void set_abort_on_violation(bool abort_on_violation) noexcept {
   std::call_once(g_once, install_process);

@@ -19,6 +19,11 @@
 // the first violation aborts the process instead, so that a test run over the build fails;
 // DPFAB_LOCKCHECK=count only counts (lockcheck::violations(), and a line at exit).
 //
+// Memory-management calls (brk, mmap, munmap, mremap, mprotect, madvise) are counted apart as heap
+// growth: the allocator's, for an allocation made under a lock. The data path allocates nothing
+// per message; what does allocate under the endpoint core lock is the state of a peer on first
+// contact (once per peer), which takes a syscall only when the heap must grow.
+//
 // Exempt scopes mark syscalls that belong to the port itself rather than to dpfab: a PMD's own
 // kernel kick inside rte_eth_tx_burst/rte_eth_rx_burst (af_packet and af_xdp send a sendto, tap
 // writes to its fd) happens under the TX lock because DPDK's queues are not thread-safe; and a
@@ -42,6 +47,10 @@ void leave() noexcept;
 uint64_t violations() noexcept;
 /// Syscalls made under a lock inside exempt scopes (the PMD's own kicks, lock waits).
 uint64_t exempt() noexcept;
+/// Memory-management syscalls (brk, mmap, munmap, mremap, mprotect, madvise) made under a lock
+/// outside exempt scopes: an allocator growing its heap for an allocation made under the lock.
+/// Counted apart from violations() (see the file comment).
+uint64_t heap_growth() noexcept;
 /// Whether syscall user dispatch could be turned on (false: the kernel lacks it; nothing is
 /// checked, and the first enter() says so on stderr).
 bool active() noexcept;
@@ -66,6 +75,7 @@ inline void enter(const char*) noexcept {}
 inline void leave() noexcept {}
 inline uint64_t violations() noexcept { return 0; }
 inline uint64_t exempt() noexcept { return 0; }
+inline uint64_t heap_growth() noexcept { return 0; }
 inline bool active() noexcept { return false; }
 class Exempt {
  public:

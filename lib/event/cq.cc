@@ -12,6 +12,7 @@
 #include <new>
 #include <string>
 
+#include "common/fi_api.h"
 #include "common/ring.h"
 
 namespace dpfab::event {
@@ -66,6 +67,21 @@ inline void put(fi_cq_tagged_entry* o, const CqEntry& e) noexcept {
 
 // The 1.0 layout of fi_cq_err_entry (before err_data_size was added in 1.5).
 constexpr size_t kErrEntry10Size = offsetof(fi_cq_err_entry, err_data_size);
+// The 1.5 layout (ABI 1.1), before src_addr was added in 1.20. Against headers older than 1.20 it
+// is the whole structure.
+#if DPFAB_FI_HEADERS_AT_LEAST(1, 20)
+constexpr size_t kErrEntry15Size = offsetof(fi_cq_err_entry, src_addr);
+#else
+constexpr size_t kErrEntry15Size = sizeof(fi_cq_err_entry);
+#endif
+
+// How many bytes of fi_cq_err_entry an application of API `api` has: it may hold an older, smaller
+// structure than the headers this is built with (2.x headers, a 1.17 application).
+size_t err_entry_size(uint32_t api) noexcept {
+  if (api < FI_VERSION(1, 5)) return kErrEntry10Size;
+  if (!fi_api::at_least(api, fi_api::kCqErrSrcAddr)) return kErrEntry15Size;
+  return sizeof(fi_cq_err_entry);
+}
 
 }  // namespace
 
@@ -335,16 +351,18 @@ ssize_t Cq::readerr(fi_cq_err_entry* buf) noexcept {
     if (copy) std::memcpy(buf->err_data, err_data_.get(), copy);
     out.err_data = buf->err_data;
     out.err_data_size = copy;
-    *buf = out;
   } else {
     out.err_data = err_data_size_ ? err_data_.get() : nullptr;
-    if (v15) {
-      out.err_data_size = err_data_size_;
-      *buf = out;
-    } else {
-      std::memcpy(buf, &out, kErrEntry10Size);  // the 1.0 struct has no err_data_size
-    }
+    if (v15) out.err_data_size = err_data_size_;  // the 1.0 struct has no err_data_size
   }
+#if DPFAB_FI_HEADERS_AT_LEAST(1, 20)
+  // 1.20: the source of the failed transfer as an authorization key handle or user ID with
+  // FI_AV_AUTH_KEY (not offered), "otherwise FI_ADDR_NOTAVAIL" (fi_cq(3)).
+  out.src_addr = FI_ADDR_NOTAVAIL;
+#endif
+  // Only the part of the entry the application's API version has: the rest of its buffer may be
+  // another object.
+  std::memcpy(buf, &out, err_entry_size(api_version_));
   err_data_out_ = out.err_data;
   return 1;
 }

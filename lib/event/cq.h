@@ -89,8 +89,8 @@ struct CqConfig {
   fi_cq_format format = FI_CQ_FORMAT_CONTEXT;
   /// FI_RM_ENABLED (true) or FI_RM_DISABLED (false) of the domain; see the file comment.
   bool rm_enabled = true;
-  /// The fabric's API version (fid_fabric.api_version): fi_cq_readerr's err_data rules depend on
-  /// it.
+  /// The fabric's API version (fid_fabric.api_version): fi_cq_readerr's err_data rules and the
+  /// size of the entry it writes depend on it.
   uint32_t api_version = FI_VERSION(1, 17);
   /// Error entries that may wait in the CQ at once; 0 = the ring capacity.
   size_t max_errors = 0;
@@ -187,8 +187,10 @@ class Cq final : public wait::Waitable {
   /// and buf->err_data_size > 0, copied into buf->err_data (at most err_data_size bytes) and
   /// err_data_size set to the bytes copied; otherwise buf->err_data points to a provider buffer
   /// valid until the next readerr on this CQ (err_data_size, which does not exist before 1.5, is
-  /// set to its size with api_version >= 1.5 and left alone below). Below 1.5 only the 1.0 part of
-  /// fi_cq_err_entry is written. An overrun CQ returns an FI_EOVERRUN entry once it is drained.
+  /// set to its size with api_version >= 1.5 and left alone below). Only the part of
+  /// fi_cq_err_entry the API version has is written: the 1.0 part below 1.5, the 1.5 part below
+  /// 1.20, and from 1.20 (headers that declare it) src_addr too, FI_ADDR_NOTAVAIL. An overrun CQ
+  /// returns an FI_EOVERRUN entry once it is drained.
   /// @return 1; -FI_EAGAIN when no error is at the head; -FI_EINVAL when `buf` is null.
   ssize_t readerr(fi_cq_err_entry* buf) noexcept;
 

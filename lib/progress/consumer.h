@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 //
 // PortConsumer: how an application thread's waits progress, arm and sleep on one port (the
-// wait::ProgressSource of a libfabric domain; DESIGN.md, "Sleeping on the port").
+// wait::ProgressSource of a libfabric domain; doc/design.md, "Sleeping on the port").
 //
 //   - Manual progress (no worker lcore owns the port): progress() is one poll step of the port's
 //     engine, run inline by fi_cq_read, sread, fi_poll, fi_trywait, ... A sleeper sleeps on the

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 //
-// PortWake: a port's wake sources, for the threads that sleep on the port itself (DESIGN.md,
+// PortWake: a port's wake sources, for the threads that sleep on the port itself (doc/design.md,
 // "Sleeping on the port"). Part of the port's engine (PortEngine::wake()).
 //
 // A blocked receive costs one OS wakeup when the thread that waits for it sleeps where the frame

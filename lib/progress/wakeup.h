@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 //
 // The wakeup thread and lcore parking: zero CPU when nobody is busy, microseconds back when
-// traffic or a signal arrives (DESIGN.md, "The wakeup thread").
+// traffic or a signal arrives (doc/design.md, "The wakeup thread").
 //
 // One wakeup thread per process ("dpfab-wakeup", rte_ctrl_thread_create) sleeps in epoll_wait on
 //   - the rx-interrupt fd of every port whose PMD has one (rte_eth_dev_rx_intr_ctl_q; enabled with

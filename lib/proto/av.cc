@@ -125,7 +125,12 @@ AddressVector::AddressVector(const Options& opts, std::unique_ptr<SharedAvTable>
       link_(opts.link),
       shared_(std::move(shared)),
       reader_(shared_ && !shared_->writable() ? shared_.get() : nullptr),
-      chunks_(std::make_unique<std::atomic<Chunk*>[]>(kMaxChunks)) {
+      chunks_(std::make_unique<std::atomic<Chunk*>[]>(kMaxChunks)),
+      user_ids_open_(opts.user_ids) {
+  if (user_ids_open_) {
+    user_ids_ = std::make_unique<std::atomic<UserIdChunk*>[]>(kMaxChunks);
+    has_user_ids_.store(true, std::memory_order_relaxed);  // before the AV is shared
+  }
   const size_t hint = std::min(opts.count, kMaxRevHint);
   rev_tables_.push_back(
       std::make_unique<RevTable>(pow2_at_least(std::max(kMinRevCapacity, 2 * hint))));
@@ -155,6 +160,40 @@ AddressVector::~AddressVector() {
     pending_.clear();
   }
   for (size_t c = 0; c < kMaxChunks; ++c) delete chunks_[c].load(std::memory_order_relaxed);
+  if (user_ids_)
+    for (size_t c = 0; c < kMaxChunks; ++c) delete user_ids_[c].load(std::memory_order_relaxed);
+}
+
+std::atomic<fi_addr_t>* AddressVector::user_id_slot_locked(fi_addr_t a) noexcept {
+  if (a >= kMaxEntries) return nullptr;
+  try {
+    if (!user_ids_) user_ids_ = std::make_unique<std::atomic<UserIdChunk*>[]>(kMaxChunks);
+    std::atomic<UserIdChunk*>& p = user_ids_[a >> kChunkBits];
+    UserIdChunk* c = p.load(std::memory_order_relaxed);  // under mutex_: the only writer
+    if (!c) {
+      c = new UserIdChunk();
+      const fi_addr_t first = a & ~fi_addr_t{kChunkEntries - 1};
+      for (size_t i = 0; i < kChunkEntries; ++i)
+        c->ids[i].store(user_ids_open_ ? FI_ADDR_NOTAVAIL : first + i, std::memory_order_relaxed);
+      // Release: pairs with the acquire load in user_id_at(): the defaults are seen.
+      p.store(c, std::memory_order_release);
+    }
+    // Release: pairs with the acquire load in completion_addr(): the chunk array is seen made.
+    has_user_ids_.store(true, std::memory_order_release);
+    return &c->ids[a & (kChunkEntries - 1)];
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+
+int AddressVector::set_user_id(fi_addr_t a, fi_addr_t id, uint64_t flags) noexcept {
+  if (flags) return -FI_EINVAL;
+  if (!lookup(a)) return -FI_EINVAL;
+  std::lock_guard lock(mutex_);
+  std::atomic<fi_addr_t>* slot = user_id_slot_locked(a);
+  if (!slot) return -FI_ENOMEM;
+  slot->store(id, std::memory_order_relaxed);
+  return FI_SUCCESS;
 }
 
 // ---- data path ---------------------------------------------------------------------------------
@@ -403,7 +442,11 @@ bool AddressVector::try_resolve(Item& item, bool give_up) noexcept {
 int AddressVector::insert_batch(std::vector<Candidate>& cands, fi_addr_t* out, uint64_t flags,
                                 void* context) noexcept {
   if (reader_) return -FI_EOPNOTSUPP;  // opened with FI_READ
-  if (flags & ~(FI_MORE | FI_SYNC_ERR)) return -FI_EBADFLAGS;
+  if (flags & ~(FI_MORE | FI_SYNC_ERR | FI_AV_USER_ID)) return -FI_EBADFLAGS;
+  // "Using the FI_AV_USER_ID flag per insert is invalid if the AV was opened with the
+  // FI_AV_USER_ID" (fi_av(3)); the IDs come in the fi_addr array.
+  const bool user_ids = flags & FI_AV_USER_ID;
+  if (user_ids && (user_ids_open_ || (!out && !cands.empty()))) return -FI_EINVAL;
   event::Eq* eq = eq_.load(std::memory_order_acquire);
   if (async_ && !eq) return -FI_ENOEQ;
   int* sync_err = nullptr;
@@ -434,6 +477,14 @@ int AddressVector::insert_batch(std::vector<Candidate>& cands, fi_addr_t* out, u
     std::lock_guard lock(mutex_);
     reserved = reserve_locked(n, &base);
     if (reserved == -FI_ENOMEM) return reserved;
+    // The IDs are read before the array is overwritten with the indices, and stored before the
+    // addresses are published.
+    if (user_ids && reserved != -FI_ENOSPC)
+      for (size_t i = 0; i < n; ++i) {
+        std::atomic<fi_addr_t>* id = user_id_slot_locked(base + i);
+        if (!id) return -FI_ENOMEM;  // reserved indices stay unused, as for a failed address
+        id->store(out[i], std::memory_order_relaxed);
+      }
     for (size_t i = 0; i < n; ++i) {
       Item& item = items[i];
       item.pos = i;

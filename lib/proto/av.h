@@ -44,6 +44,12 @@
 // AV: insertions and removals are -FI_EOPNOTSUPP, lookup() reads the table's entries (the writer's
 // fi_addr values), and reverse() refreshes its map from the table when the table changed.
 //
+// User IDs (FI_AV_USER_ID). An AV reports, as the source of a completion (completion_addr), an ID
+// the application chose instead of the fi_addr: given per address through insert()'s fi_addr
+// array with the FI_AV_USER_ID flag (addresses inserted without it keep their fi_addr), or, for an
+// AV opened with Options::user_ids (API 1.20), set with set_user_id() (FI_ADDR_NOTAVAIL until
+// then). The IDs live in chunks like the entries, made when the first ID of a chunk is set.
+//
 // Address resolution. An address whose MAC is zero (fi_getinfo's dest_addr for node/service,
 // fi_av_insertsvc, fi_av_insertsym) needs the peer's MAC: the AV asks its Resolver (ARP in the
 // port layer). Synchronous AVs wait for it, bounded by Options::resolve_timeout_ms, polling the
@@ -150,6 +156,9 @@ class AddressVector {
     /// The domain's link: an inserted address of a node of this host starts its same-host link
     /// at once (Link::local_route), so that it is up by the first message. May be null.
     const Link* link = nullptr;
+    /// Opened with FI_AV_USER_ID (API 1.20): user IDs come from set_user_id(); insert() refuses
+    /// the FI_AV_USER_ID flag.
+    bool user_ids = false;
   };
 
   /// May throw std::bad_alloc. `shared`: the table of a named AV (see the file comment).
@@ -187,6 +196,15 @@ class AddressVector {
   /// undefined), the latest insertion is found. Any thread, lock-free.
   fi_addr_t reverse(uint32_t ipv4_be, uint16_t udp_port_be, uint16_t ep_id_be) const noexcept;
 
+  /// What a completion from fi_addr `a` (reverse()'s answer) reports as its source: `a`, or its
+  /// user ID when the AV has user IDs (see the file comment). Any thread, lock-free.
+  fi_addr_t completion_addr(fi_addr_t a) const noexcept {
+    // Acquire: pairs with the release store in user_id_slot_locked() (or the constructor): the
+    // chunk array is seen made. An ID set concurrently with a completion may be missed by it.
+    if (!has_user_ids_.load(std::memory_order_acquire) || a >= kMaxEntries) return a;
+    return user_id_at(a);
+  }
+
   // ---- control path: any thread ----
 
   /// fi_av_bind: the EQ that FI_AV_COMPLETE events and error entries go to (async AVs only).
@@ -206,10 +224,12 @@ class AddressVector {
   /// entry per failed address (fid = the AV, context, data = the address's position in this
   /// call, err = the errno) followed by one FI_AV_COMPLETE event (fid, context, data = number
   /// inserted). FI_SYNC_ERR is ignored there. Both may be written before this call returns.
-  /// Flags: FI_MORE (a hint, ignored), FI_SYNC_ERR.
-  /// @return as above; -FI_EINVAL if `addr` is null with count > 0, or FI_SYNC_ERR is given
-  ///         without a context array; -FI_EBADFLAGS for other flags (FI_AV_USER_ID among them);
-  ///         -FI_ENOEQ for an async AV without a bound EQ; -FI_ENOMEM.
+  /// Flags: FI_MORE (a hint, ignored), FI_SYNC_ERR, FI_AV_USER_ID (fi_addr[i] holds, on input,
+  /// the user ID of address i; on output its index as without the flag).
+  /// @return as above; -FI_EINVAL if `addr` is null with count > 0, FI_SYNC_ERR is given without
+  ///         a context array, or FI_AV_USER_ID without an fi_addr array or on an AV opened with
+  ///         Options::user_ids; -FI_EBADFLAGS for other flags; -FI_ENOEQ for an async AV without
+  ///         a bound EQ; -FI_ENOMEM.
   int insert(const void* addr, size_t count, fi_addr_t* fi_addr, uint64_t flags,
              void* context) noexcept;
 
@@ -231,6 +251,12 @@ class AddressVector {
   ///         name without a numeric suffix with nodecnt > 1, or an IPv4 range past 255.255.255.255.
   int insert_sym(const char* node, size_t nodecnt, const char* service, size_t svccnt,
                  fi_addr_t* fi_addr, uint64_t flags, void* context) noexcept;
+
+  /// fi_av_set_user_id (API 1.20): `id` is what completions from the valid address `a` report
+  /// as their source from now on.
+  /// @return FI_SUCCESS; -FI_EINVAL if flags is not 0 or `a` is not a valid address of this AV;
+  ///         -FI_ENOMEM.
+  int set_user_id(fi_addr_t a, fi_addr_t id, uint64_t flags) noexcept;
 
   /// fi_av_remove: makes each of `count` fi_addrs invalid (for good: indices are not reused).
   /// All or nothing: nothing is removed unless every fi_addr is valid.
@@ -290,6 +316,21 @@ class AddressVector {
   struct Chunk {
     Slot slots[kChunkEntries];
   };
+  struct UserIdChunk {
+    std::atomic<fi_addr_t> ids[kChunkEntries];
+  };
+  // The user ID of `a` (< kMaxEntries): the one set, else the default (see the file comment).
+  fi_addr_t user_id_at(fi_addr_t a) const noexcept {
+    // Acquire: pairs with the release store of the chunk pointer in user_id_slot_locked(), so the
+    // chunk's defaults are seen.
+    const UserIdChunk* c =
+        user_ids_ ? user_ids_[a >> kChunkBits].load(std::memory_order_acquire) : nullptr;
+    if (!c) return user_ids_open_ ? FI_ADDR_NOTAVAIL : a;
+    return c->ids[a & (kChunkEntries - 1)].load(std::memory_order_relaxed);
+  }
+  // Under mutex_: the ID slot of `a`, its chunk made (filled with defaults) if need be; nullptr
+  // when out of memory.
+  std::atomic<fi_addr_t>* user_id_slot_locked(fi_addr_t a) noexcept;
 
   // Reverse map: key = ipv4 << 32 | port << 16 | ep id, hashed (rev_hash); the low bits of the
   // hash place a key, the high 32 are its tag. A slot's word is tag << 32 | (fi_addr + 1), or
@@ -393,6 +434,11 @@ class AddressVector {
   // Data path reads these without a lock.
   std::unique_ptr<std::atomic<Chunk*>[]> chunks_;  // kMaxChunks pointers, set once each
   std::atomic<const RevTable*> rev_{nullptr};
+  const bool user_ids_open_;  // Options::user_ids
+  // User IDs: kMaxChunks pointers (made with the AV when user_ids_open_, else with the first ID
+  // inserted; set once, before has_user_ids_), each set once.
+  std::unique_ptr<std::atomic<UserIdChunk*>[]> user_ids_;
+  std::atomic<bool> has_user_ids_{false};
 
   mutable std::mutex mutex_;  // the control mutex: everything below, and publishing
   fi_addr_t next_ = 0;

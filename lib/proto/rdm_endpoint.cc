@@ -44,17 +44,23 @@ void RdmEndpoint::bind_cntr(event::Cntr* c, bool tx, bool rx) noexcept {
 }
 
 int RdmEndpoint::enable() noexcept {
-  CoreLock lock(mu_);
-  if (core_) return 0;
-  // Completions that write no CQ entry only matter to a bound counter (rdm::CoreConfig).
-  cfg_.core.tx_counted = tx_cntr_ != nullptr;
-  cfg_.core.rx_counted = rx_cntr_ != nullptr;
-  auto core = rdm::RdmCore::create(cfg_.core, this);
+  rdm::CoreConfig cfg;
+  {
+    CoreLock lock(mu_);
+    if (core_) return 0;
+    // Completions that write no CQ entry only matter to a bound counter (rdm::CoreConfig).
+    cfg_.core.tx_counted = tx_cntr_ != nullptr;
+    cfg_.core.rx_counted = rx_cntr_ != nullptr;
+    cfg = cfg_.core;
+  }
+  // Made (and, should another thread have won, freed) outside the lock: it allocates.
+  auto core = rdm::RdmCore::create(cfg, this);
   if (!core) {
     DPFAB_WARN(FI_LOG_EP_CTRL, "%s", core.error().message.c_str());
     return core.code();
   }
-  core_ = std::move(core.value());
+  CoreLock lock(mu_);
+  if (!core_) core_ = std::move(core.value());
   return 0;
 }
 
@@ -587,6 +593,7 @@ void RdmEndpoint::complete(const rdm::Completion& c) noexcept {
     return;
   }
   if (cntr && c.count) cntr->add(1);
+  if (src != FI_ADDR_NOTAVAIL) src = av_->completion_addr(src);  // FI_AV_USER_ID
   if (cq && c.cq && !cq->write(c.context, c.flags, c.len, c.buf, c.data, c.tag, src))
     bump(stats_.cq_overrun);
 }

@@ -17,7 +17,7 @@
 // one futex wake per sleep, and only when someone sleeps.
 //
 // A third kind of waiter sleeps on fds besides the signal: a provider wait that also sleeps on its
-// port's wake sources (the memif kick, rx-interrupt fds; DESIGN.md "Sleeping on the port"). It
+// port's wake sources (the memif kick, rx-interrupt fds; doc/design.md "Sleeping on the port"). It
 // cannot sleep on the futex, and a shared level-triggered eventfd would let one waiter's drain
 // hide a raise from another. So each such waiter brings its own eventfd (one per thread, never
 // closed while the thread lives) and registers it here for the length of its sleep; raise()

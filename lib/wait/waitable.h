@@ -75,8 +75,8 @@ namespace dpfab::wait {
 
 /// Something that can make progress: a domain polling its ports under manual progress.
 ///
-/// Sleeping on the source (DESIGN.md, "Sleeping on the port"). A source may have wake fds of its
-/// own (sleep_fds: a port's memif kick eventfd, rx-interrupt or queue fd, protocol timer fd). A
+/// Sleeping on the source (doc/design.md, "Sleeping on the port"). A source may own wake fds
+/// (sleep_fds: a port's memif kick eventfd, rx-interrupt or queue fd, protocol timer fd). A
 /// consumer that sleeps on them as well as on its object's signal needs nobody to progress the
 /// port for it: it is woken by the port itself and runs the poll step on its own thread, one OS
 /// wakeup per message. Before such a consumer blocks, prepare_sleep() arms those fds (drains

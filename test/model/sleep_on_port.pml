@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
- * sleep_on_port.pml -- Promela model of sleeping on the port (DESIGN.md, "Sleeping on the port";
+ * sleep_on_port.pml -- model of sleeping on the port (doc/design.md, "Sleeping on the port";
  * lib/progress/port_wake.h, PortEngine::prepare_sleep, Waitable::try_arm(on_fds)), checked with
  * spin by check.sh.
  *

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 #
-# Stock fi_pingpong one-way latency of dpdk against shm and tcp, measured as the README's
-# Conformance section states its figures: both processes SCHED_FIFO priority 1 (chrt; root),
+# Stock fi_pingpong one-way latency of dpdk against shm and tcp, measured as doc/performance.md
+# ("Stock fi_pingpong") states its figures: both processes SCHED_FIFO priority 1 (chrt; root),
 # each provider's pair started in turn within a round, several interleaved rounds, medians.
 #   test/perf/pingpong_ratio.sh [rounds=10] [size=64] [iterations=200000] [endpoint=rdm]
 # Providers, each pair labelled with the path it takes: dpdk-port RDM (or the endpoint given) and

@@ -28,8 +28,10 @@
 #include <string>
 #include <vector>
 
+#include "fixture.h"
 #include "hosts.h"
 
+using namespace dpfab::test;
 using namespace dpfab::test::hosts;
 
 namespace {
@@ -42,45 +44,21 @@ std::string self_exe() {
 
 // ---- the probe: runs inside host 0, prints one line per finding, exits 0 when it could run ----
 
-struct Res {
-  fi_info* info = nullptr;
-  fid_fabric* fabric = nullptr;
-  fid_domain* domain = nullptr;
+// Fabric, domain and table AV (native addresses: lookup shows the MAC) of the dpdk DGRAM entry
+// with FI_SOURCE (fixture.h); probe_echo adds an endpoint.
+struct Res : Domain {
   fid_av* av = nullptr;
-  fid_cq* cq = nullptr;
-  fid_ep* ep = nullptr;
+  Endpoint e;
   ~Res() {
-    if (ep) fi_close(&ep->fid);
-    if (av) fi_close(&av->fid);
-    if (cq) fi_close(&cq->fid);
-    if (domain) fi_close(&domain->fid);
-    if (fabric) fi_close(&fabric->fid);
-    if (info) fi_freeinfo(info);
+    e.close();
+    close_fid(&av);
   }
 };
 
-// Opens fabric, domain, table AV (native addresses: lookup shows the MAC) for the dpdk entry.
 int open_res(Res& r, const char* node, const char* service) {
-  fi_info* hints = fi_allocinfo();
-  hints->fabric_attr->prov_name = strdup("dpdk");
-  hints->ep_attr->type = FI_EP_DGRAM;
-  hints->caps = FI_MSG | FI_SOURCE;
-  fi_info* all = nullptr;
-  int ret = fi_getinfo(FI_VERSION(1, 17), node, service, 0, hints, &all);
-  fi_freeinfo(hints);
-  if (ret) return ret;
-  for (fi_info* e = all; e; e = e->next)
-    if (std::strcmp(e->fabric_attr->prov_name, "dpdk") == 0) {
-      r.info = fi_dupinfo(e);
-      break;
-    }
-  fi_freeinfo(all);
-  if (!r.info) return -FI_ENODATA;
-  if ((ret = fi_fabric(r.info->fabric_attr, &r.fabric, nullptr))) return ret;
-  if ((ret = fi_domain(r.fabric, r.info, &r.domain, nullptr))) return ret;
-  fi_av_attr attr{};
-  attr.type = FI_AV_TABLE;
-  return fi_av_open(r.domain, &attr, &r.av, nullptr);
+  if (int ret = r.open(dpdk_hints(FI_EP_DGRAM, FI_MSG | FI_SOURCE).get(), node, service))
+    return ret;
+  return r.open_av(&r.av);
 }
 
 // The IPv4 addresses argv[0..argc) as sockaddr_in with UDP port 7 (the probes' peer service).
@@ -198,13 +176,10 @@ int probe_echo(char* ip, char* port) {
   Res r;
   int ret = open_res(r, nullptr, nullptr);
   if (ret) return std::printf("open %d\n", ret), 2;
-  fi_cq_attr cq_attr{};
-  cq_attr.format = FI_CQ_FORMAT_DATA;
-  if ((ret = fi_cq_open(r.domain, &cq_attr, &r.cq, nullptr))) return 2;
-  if ((ret = fi_endpoint(r.domain, r.info, &r.ep, nullptr))) return 2;
-  if (fi_ep_bind(r.ep, &r.cq->fid, FI_TRANSMIT | FI_RECV) || fi_ep_bind(r.ep, &r.av->fid, 0) ||
-      fi_enable(r.ep))
-    return 2;
+  EpOptions o;
+  o.cq_size = 0;  // the provider's default
+  o.av = r.av;
+  if (r.e.open(r, o)) return 2;
   sockaddr_in peer{};
   peer.sin_family = AF_INET;
   peer.sin_port = htons(static_cast<uint16_t>(std::stoi(port)));
@@ -213,19 +188,19 @@ int probe_echo(char* ip, char* port) {
   if (fi_av_insert(r.av, &peer, 1, &dest, 0, nullptr) != 1) return std::printf("insert\n"), 2;
   char rx[256] = {};
   static const char kHello[] = "dpfab says hello";
-  if (fi_recv(r.ep, rx, sizeof(rx), nullptr, FI_ADDR_UNSPEC, rx)) return 2;
+  if (fi_recv(r.e.ep, rx, sizeof(rx), nullptr, FI_ADDR_UNSPEC, rx)) return 2;
   const auto until = Clock::now() + 5s;
   ssize_t s;
-  while ((s = fi_send(r.ep, kHello, sizeof(kHello), nullptr, dest, nullptr)) == -FI_EAGAIN &&
+  while ((s = fi_send(r.e.ep, kHello, sizeof(kHello), nullptr, dest, nullptr)) == -FI_EAGAIN &&
          Clock::now() < until) {
     fi_cq_entry e;
-    fi_cq_read(r.cq, &e, 0);
+    fi_cq_read(r.e.cq, &e, 0);
   }
   if (s) return std::printf("send %zd\n", s), 2;
   while (Clock::now() < until) {
     fi_cq_data_entry e{};
     fi_addr_t src = FI_ADDR_NOTAVAIL;
-    ssize_t n = fi_cq_readfrom(r.cq, &e, 1, &src);
+    ssize_t n = fi_cq_readfrom(r.e.cq, &e, 1, &src);
     if (n == 1 && e.op_context == rx) {
       sockaddr_in from{};
       uint8_t native[16];
@@ -241,7 +216,7 @@ int probe_echo(char* ip, char* port) {
     }
     if (n < 0 && n != -FI_EAGAIN) {
       fi_cq_err_entry err{};
-      fi_cq_readerr(r.cq, &err, 0);
+      fi_cq_readerr(r.e.cq, &err, 0);
       std::printf("cq error %d\n", err.err);
       return 2;
     }

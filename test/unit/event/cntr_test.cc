@@ -133,7 +133,7 @@ TEST(FiCntrSeterr, SetsTheErrorValueOfTheCounterToTheSpecifiedValue) {
 }
 
 TEST(FiCntrRead, RunsOneManualProgressStep) {
-  // DESIGN.md: under manual progress the poll step runs inline inside fi_cntr_read.
+  // doc/design.md: under manual progress the poll step runs inline inside fi_cntr_read.
   auto c = make_cntr(SignalKind::kEventFd);
   CountingProgress p(c.get(), 1);
   c->set_progress(&p);

@@ -293,7 +293,7 @@ TEST(AvInsert, FlagsAndArgumentsAreChecked) {
   AddressVector av(options(AvType::kTable));
   Address a = addr_of(1);
   EXPECT_EQ(av.insert(&a, 1, nullptr, FI_SYNC_ERR, nullptr), -FI_EINVAL);
-  EXPECT_EQ(av.insert(&a, 1, nullptr, FI_AV_USER_ID, nullptr), -FI_EBADFLAGS);
+  EXPECT_EQ(av.insert(&a, 1, nullptr, FI_AV_USER_ID, nullptr), -FI_EINVAL);  // IDs need an array
   EXPECT_EQ(av.insert(&a, 1, nullptr, FI_SEND, nullptr), -FI_EBADFLAGS);
   EXPECT_EQ(av.insert(nullptr, 1, nullptr, 0, nullptr), -FI_EINVAL);
   EXPECT_EQ(av.insert(nullptr, 0, nullptr, 0, nullptr), 0);
@@ -369,6 +369,61 @@ TEST(AvReverse, FindsByIpPortAndEndpointId) {
   EXPECT_EQ(av.reverse(a[0].ipv4_be, htons(1), a[0].ep_id_be), FI_ADDR_NOTAVAIL);
   EXPECT_EQ(av.reverse(a[1].ipv4_be, a[0].udp_port_be, a[0].ep_id_be), FI_ADDR_NOTAVAIL);
   EXPECT_EQ(av.reverse(0, a[0].udp_port_be, a[0].ep_id_be), FI_ADDR_NOTAVAIL);
+}
+
+// ---- user IDs (FI_AV_USER_ID) -------------------------------------------------------------------
+
+// fi_av(3): with the FI_AV_USER_ID flag the fi_addr array carries, on input, the IDs completions
+// report in place of the fi_addr; on output the fi_addrs. Addresses inserted without it keep
+// reporting their fi_addr.
+TEST(AvUserId, InsertFlagTakesTheIdsFromTheFiAddrArray) {
+  AddressVector av(options(AvType::kTable));
+  Address plain = addr_of(1);
+  fi_addr_t p = 99;
+  ASSERT_EQ(av.insert(&plain, 1, &p, 0, nullptr), 1);
+  EXPECT_EQ(av.completion_addr(p), p);  // no user IDs yet
+  Address a[2] = {addr_of(2), addr_of(3)};
+  fi_addr_t io[2] = {0xabc0, 0xabc1};
+  ASSERT_EQ(av.insert(a, 2, io, FI_AV_USER_ID, nullptr), 2);
+  EXPECT_EQ(io[0], 1u);
+  EXPECT_EQ(io[1], 2u);
+  EXPECT_EQ(av.completion_addr(av.reverse(a[0].ipv4_be, a[0].udp_port_be, a[0].ep_id_be)), 0xabc0u);
+  EXPECT_EQ(av.completion_addr(io[1]), 0xabc1u);
+  EXPECT_EQ(av.completion_addr(p), p);  // inserted without an ID
+  EXPECT_EQ(av.completion_addr(FI_ADDR_NOTAVAIL), FI_ADDR_NOTAVAIL);
+  // fi_av_set_user_id changes an ID.
+  EXPECT_EQ(av.set_user_id(io[0], 7, 0), FI_SUCCESS);
+  EXPECT_EQ(av.completion_addr(io[0]), 7u);
+  EXPECT_EQ(av.set_user_id(io[0], 7, FI_MORE), -FI_EINVAL);
+  EXPECT_EQ(av.set_user_id(42, 7, 0), -FI_EINVAL);  // not an address of the AV
+}
+
+// An AV opened with FI_AV_USER_ID (API 1.20): completions report FI_ADDR_NOTAVAIL until
+// fi_av_set_user_id, and the per-insertion flag is invalid.
+TEST(AvUserId, AvOpenedForUserIdsReportsNotavailUntilSet) {
+  auto opts = options(AvType::kTable);
+  opts.user_ids = true;
+  AddressVector av(opts);
+  Address a[2] = {addr_of(1), addr_of(2)};
+  fi_addr_t out[2];
+  ASSERT_EQ(av.insert(a, 2, out, 0, nullptr), 2);
+  EXPECT_EQ(av.completion_addr(out[0]), FI_ADDR_NOTAVAIL);
+  ASSERT_EQ(av.set_user_id(out[1], 0x1234, 0), FI_SUCCESS);
+  EXPECT_EQ(av.completion_addr(out[1]), 0x1234u);
+  EXPECT_EQ(av.completion_addr(out[0]), FI_ADDR_NOTAVAIL);
+  fi_addr_t id = 5;
+  Address b = addr_of(3);
+  EXPECT_EQ(av.insert(&b, 1, &id, FI_AV_USER_ID, nullptr), -FI_EINVAL);
+  // IDs of addresses in another chunk.
+  std::vector<Address> many;
+  for (size_t i = 0; i < AddressVector::kChunkEntries + 2; ++i)
+    many.push_back(addr_of(static_cast<uint32_t>(10 + i)));
+  std::vector<fi_addr_t> idx(many.size());
+  ASSERT_EQ(av.insert(many.data(), many.size(), idx.data(), 0, nullptr),
+            static_cast<int>(many.size()));
+  ASSERT_EQ(av.set_user_id(idx.back(), 77, 0), FI_SUCCESS);
+  EXPECT_EQ(av.completion_addr(idx.back()), 77u);
+  EXPECT_EQ(av.completion_addr(idx.front()), FI_ADDR_NOTAVAIL);
 }
 
 TEST(AvReverse, ManyEntriesGrowTheTable) {

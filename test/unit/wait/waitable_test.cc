@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 //
-// The arm/trywait protocol (DESIGN.md, fi_trywait(3), ucp_worker_arm): try_arm resets the signal
+// The arm/trywait protocol (doc/design.md, fi_trywait, ucp_worker_arm): try_arm resets the signal
 // before checking, returns -FI_EAGAIN while events are queued and FI_SUCCESS when blocking is
 // safe; a producer raises the signal only when a consumer is armed; wait() honours timeouts and
 // interrupts.
