@@ -73,6 +73,9 @@ thread_local ThreadState t;
 
 std::atomic<uint64_t> g_violations{0}, g_exempt{0}, g_sections{0}, g_heap{0};
 std::atomic<bool> g_active{false};
+// The process is exiting (our exit handler ran): what other exit handlers do, perhaps on a thread
+// that a signal handler calling exit() interrupted inside a lock, is not the data path.
+std::atomic<bool> g_exiting{false};
 bool g_abort = true;
 std::once_flag g_once;
 
@@ -103,7 +106,9 @@ void on_sigsys(int, siginfo_t* si, void* ucv) {
   // storage, which a dlopened library allocates on a thread's first use.
   const bool heap = nr == SYS_brk || nr == SYS_mmap || nr == SYS_munmap || nr == SYS_mremap ||
                     nr == SYS_mprotect || nr == SYS_madvise;
-  if (t.exempt) {
+  if (g_exiting.load(std::memory_order_relaxed)) {
+    // Not counted.
+  } else if (t.exempt) {
     g_exempt.fetch_add(1, std::memory_order_relaxed);
   } else if (heap) {
     g_heap.fetch_add(1, std::memory_order_relaxed);
@@ -120,8 +125,9 @@ void on_sigsys(int, siginfo_t* si, void* ucv) {
       backtrace_symbols_fd(frames, nf, 2);
     }
     if (g_abort) {
-      say("dpfab lockcheck: aborting (DPFAB_LOCKCHECK=count only counts)\n");
-      abort();
+      // Not abort(): other handlers of SIGABRT would run nested in this one, with SIGSYS blocked.
+      say("dpfab lockcheck: exiting with status 134 (DPFAB_LOCKCHECK=count only counts)\n");
+      _exit(134);
     }
   }
   if (rerun) {
@@ -137,6 +143,8 @@ void on_sigsys(int, siginfo_t* si, void* ucv) {
 }
 
 void report_at_exit() {
+  g_exiting.store(true, std::memory_order_relaxed);
+  t.selector = SYSCALL_DISPATCH_FILTER_ALLOW;  // a thread that exits from inside a lock
   const uint64_t v = g_violations.load(), e = g_exempt.load(), s = g_sections.load(),
                  h = g_heap.load();
   if (!g_active.load() || (v == 0 && !std::getenv("DPFAB_LOCKCHECK_VERBOSE"))) return;

@@ -16,7 +16,8 @@
 // handler records it (the syscall number, the innermost lock, a backtrace on stderr), makes the
 // syscall on the thread's behalf from a small trampoline the dispatch lets through, and returns
 // its result, so the program goes on as it would have. With DPFAB_LOCKCHECK=abort (the default)
-// the first violation aborts the process instead, so that a test run over the build fails;
+// the first violation ends the process instead (exit status 134), so that a test run over the
+// build fails;
 // DPFAB_LOCKCHECK=count only counts (lockcheck::violations(), and a line at exit).
 //
 // Memory-management calls (brk, mmap, munmap, mremap, mprotect, madvise) are counted apart as heap

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "progress/engine.h"
 
+#include <arpa/inet.h>
 #include <poll.h>
 #include <pthread.h>
 #include <rdma/fi_errno.h>
@@ -206,6 +207,11 @@ void PortEngine::kick_deferred(void* engine, uint64_t fd) noexcept {
   static_cast<PortEngine*>(engine)->kicks_in_flight_.fetch_sub(1, std::memory_order_release);
 }
 
+void PortEngine::warn_link_down(void* engine, uint64_t) noexcept {
+  DPFAB_WARN(FI_LOG_EP_DATA, "port %s: link down, datagrams are dropped",
+             static_cast<PortEngine*>(engine)->port_->info().name.c_str());
+}
+
 void PortEngine::run_as_rx_owner(void (*fn)(void*), void* arg) noexcept {
   while (!try_take_rx()) rx_wait();
   fn(arg);
@@ -236,8 +242,11 @@ uint16_t PortEngine::transmit(rte_mbuf** frames, uint16_t n) noexcept {
     if (unlikely(link_down_for_ns(now_ns()) > kLinkGraceNs)) {
       rte_pktmbuf_free_bulk(frames + sent, n - sent);
       stats_.tx_link_down.fetch_add(n - sent, std::memory_order_relaxed);
-      DPFAB_WARN_ONCE(FI_LOG_EP_DATA, "port %s: link down, datagrams are dropped",
-                      port_->info().name.c_str());
+      // Once per process, and written after the caller's locks (a log line is a syscall).
+      static std::atomic<bool> warned{false};
+      if (!warned.load(std::memory_order_relaxed) &&
+          !warned.exchange(true, std::memory_order_relaxed))
+        wait::WakeBatch::defer(&PortEngine::warn_link_down, this);
       return n;
     }
     stats_.tx_full.fetch_add(1, std::memory_order_relaxed);
@@ -289,10 +298,33 @@ PortEngine::Handled PortEngine::handle(rte_mbuf* m, const shm::Conn* from) noexc
       if (r.reply_len) send_raw(reply, r.reply_len);
       break;
     }
+    case wire::Verdict::kOldVersion:
+      // Counted by the decoder; said once per port (the RX owner is the counter's one writer, so
+      // exactly one poll step sees it become 1), once the step has let go of the receive side: a
+      // log line is a syscall (common/lockcheck.h), so it goes through the step's WakeBatch.
+      if (decode_.get(wire::Verdict::kOldVersion) == 1)
+        wait::WakeBatch::defer(&PortEngine::warn_old_version, this,
+                               uint64_t{f.src_ip_be} << 16 | f.src_port_be);
+      break;
     default:
       break;  // rejected: counted by the decoder
   }
   return Handled::kFree;
+}
+
+void PortEngine::warn_old_version(void* engine, uint64_t src) noexcept {
+  const auto* e = static_cast<const PortEngine*>(engine);
+  const auto ip_be = static_cast<uint32_t>(src >> 16);
+  const auto port_be = static_cast<uint16_t>(src);
+  char ip[INET_ADDRSTRLEN] = "?";
+  inet_ntop(AF_INET, &ip_be, ip, sizeof(ip));
+  DPFAB_WARN(FI_LOG_EP_DATA,
+             "port %s: a frame from %s UDP port %u is in dpfab wire format version %u, which this "
+             "dpfab (wire version %u) no longer speaks: that peer runs an older dpfab. Its frames "
+             "are dropped and counted (telemetry port%u_rx_old_version; dpfab-info --stats); "
+             "upgrade it. Said once per port.",
+             e->port_->info().name.c_str(), ip, rte_be_to_cpu_16(port_be), wire::v1::kVersion,
+             wire::kVersion, e->port_->info().port_id);
 }
 
 size_t PortEngine::drain_backlogs() noexcept {

@@ -203,6 +203,10 @@ class PortEngine final : public proto::Link {
   Handled handle(rte_mbuf* m, const shm::Conn* from = nullptr) noexcept;
   // RX owner: a copy of a group frame to each member.
   Handled deliver_group(const wire::Frame& f, rte_mbuf* m) noexcept;
+  // The warning, once per port, that a peer speaks wire version 1 (wire/format.h): deferred by
+  // the RX owner (a wait::WakeBatch::Fn; `src` is the sender's IPv4 << 16 | UDP port, both in
+  // network byte order).
+  static void warn_old_version(void* engine, uint64_t src) noexcept;
   size_t drain_backlogs() noexcept;  // RX owner
   void send_raw(const uint8_t* frame, size_t len) noexcept;
   void tick_neighbours() noexcept;      // RX owner: retries and new resolutions
@@ -225,6 +229,7 @@ class PortEngine final : public proto::Link {
     rx_busy_.store(false, std::memory_order_release);
   }
   static void kick_deferred(void* engine, uint64_t fd) noexcept;  // wait::WakeBatch::Fn
+  static void warn_link_down(void* engine, uint64_t) noexcept;    // wait::WakeBatch::Fn
   int bind_demux(uint16_t udp_port_be, proto::Receiver* r) noexcept;
   int bind_claimed(uint16_t udp_port_be, proto::Receiver* r, UniqueFd claim) noexcept;
 

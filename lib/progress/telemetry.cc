@@ -61,6 +61,8 @@ int tel_stats(const char*, const char*, rte_tel_data* d) {
         add_u64(d, k + "arp", st.arp.load(std::memory_order_relaxed));
         add_u64(d, k + "arp_sent", st.arp_sent.load(std::memory_order_relaxed));
         add_u64(d, k + "rx_rejected", e.decode_stats().rejected());
+        // Of those, frames of dpfab wire version 1 (wire/format.h): a peer runs an older dpfab.
+        add_u64(d, k + "rx_old_version", e.decode_stats().get(wire::Verdict::kOldVersion));
         // Mbufs of the port's pool not free (held by the PMD, queued, or leaked), but the frames
         // the last poll step handled, which the next frees: tests compare it before and after an
         // event.
@@ -86,6 +88,7 @@ int tel_stats(const char*, const char*, rte_tel_data* d) {
         add_u64(d, k + "msg_connreq_repeats", ms.connreq_repeats.load(std::memory_order_relaxed));
         add_u64(d, k + "msg_connreq_full", ms.connreq_full.load(std::memory_order_relaxed));
         add_u64(d, k + "msg_no_listener", ms.no_listener.load(std::memory_order_relaxed));
+        add_u64(d, k + "msg_cm_busy", ms.cm_busy.load(std::memory_order_relaxed));
         // Sleeping on the port (port_wake.h): how its sleepers are woken, and what they did.
         const PortWake& w = e.wake();
         rte_tel_data_add_dict_string(d, (k + "sleep").c_str(), w.describe());

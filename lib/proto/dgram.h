@@ -34,6 +34,7 @@
 #include "event/cq.h"
 #include "proto/endpoint.h"
 #include "wire/address.h"
+#include "wire/format.h"
 
 struct rte_ring;
 
@@ -81,9 +82,9 @@ struct DgramStats {
 class DgramEndpoint final : public Receiver {
  public:
   struct Config {
-    size_t rx_size = 512;   ///< posted receives (rx_attr->size)
-    size_t max_msg = 1426;  ///< largest payload (MTU - headers)
-    size_t inject_size = 1426;
+    size_t rx_size = 512;                      ///< posted receives (rx_attr->size)
+    size_t max_msg = wire::max_payload(1500);  ///< largest payload (MTU - headers)
+    size_t inject_size = wire::max_payload(1500);
     bool source = false;     ///< FI_SOURCE: completions carry the sender's fi_addr
     bool rm_enabled = true;  ///< FI_RM_ENABLED: refuse work whose completion would not fit
   };

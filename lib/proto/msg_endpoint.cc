@@ -320,9 +320,15 @@ bool MsgEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
     // so that a stream of frames does not write the line every time.
     if (!heard_.load(std::memory_order_relaxed)) heard_.store(true, std::memory_order_relaxed);
     if (st == CmState::kAccepting) {  // the connector's data: it had our accept
-      std::lock_guard lock(cm_mu_);
-      cm_.on_data(now_ns());
-      sync();
+      // The RX owner never waits for an application thread's CM call: the timers do it then.
+      std::unique_lock lock(cm_mu_, std::try_to_lock);
+      if (lock.owns_lock()) {
+        cm_.on_data(now_ns());
+        sync();
+      } else {
+        data_while_accepting_.store(true, std::memory_order_relaxed);
+        cm_due_.store(0, std::memory_order_relaxed);
+      }
     }
     return rdm_->deliver(f, m);
   }
@@ -336,7 +342,13 @@ bool MsgEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
     return false;
   }
   bump(stats_->cm_rx);
-  std::lock_guard lock(cm_mu_);
+  // The RX owner never waits for an application thread's CM call (the peer repeats CM frames
+  // until they are answered, as it does after a loss).
+  std::unique_lock lock(cm_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    bump(stats_->cm_busy);
+    return false;
+  }
   on_cm_frame(h, data, frame_source(f), now_ns());
   return false;
 }
@@ -362,6 +374,7 @@ size_t MsgEndpoint::drain_backlog() noexcept {
     // An application thread in a CM call does the work soon enough; do not wait for it.
     std::unique_lock lock(cm_mu_, std::try_to_lock);
     if (now >= due && lock.owns_lock()) {
+      if (data_while_accepting_.exchange(false, std::memory_order_relaxed)) cm_.on_data(now);
       if (heard_.exchange(false, std::memory_order_relaxed)) cm_.heard(now);
       try_resolved(now);
       cm_.poll(now);

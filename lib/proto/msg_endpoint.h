@@ -58,6 +58,9 @@ struct MsgPortStats {
   std::atomic<uint64_t> connreq_repeats{0};  ///< repeated requests dropped (or re-rejected)
   std::atomic<uint64_t> connreq_full{0};     ///< requests dropped: the listen table was full
   std::atomic<uint64_t> no_listener{0};      ///< CM frames to an unbound UDP port the port answered
+  /// CM frames a poll step dropped because an application thread held the endpoint's
+  /// connection state at that moment (the poll step never waits for it; the peer repeats them).
+  std::atomic<uint64_t> cm_busy{0};
 };
 
 /// Sends one CM frame (CM header + data) from `link`'s address and `src` (UDP port and endpoint
@@ -210,6 +213,10 @@ class MsgEndpoint final : public Receiver, private msg::CmSink {
   // take it as heard at their time, at most a keepalive interval late). A flag, not a time: the
   // data path reads no clock for it.
   std::atomic<bool> heard_{false};
+  // The connector's first data frame came while accepting and an application thread held cm_mu_
+  // (a poll step never waits for it): the CM timers (drain_backlog) make the connection
+  // established at once (CmConnection::on_data).
+  std::atomic<bool> data_while_accepting_{false};
 };
 
 }  // namespace dpfab::proto

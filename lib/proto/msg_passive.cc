@@ -145,7 +145,13 @@ bool PassiveEndpoint::deliver(const wire::Frame& f, rte_mbuf*) noexcept {
   }
   const wire::Address from = frame_source(f);
   const msg::ListenTable::Key key = key_of(from, h.src_id);
-  std::lock_guard lock(mu_);
+  // The RX owner never waits for an application thread's fi_accept/fi_reject: the connector
+  // repeats its request.
+  std::unique_lock lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    stats_->cm_busy.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
   if (share_ && share_->accepted(key)) {  // its accepting endpoint repeats its accept itself
     stats_->connreq_repeats.fetch_add(1, std::memory_order_relaxed);
     return false;

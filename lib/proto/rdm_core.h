@@ -112,7 +112,8 @@ namespace dpfab::proto::rdm {
 
 struct CoreConfig {
   ReliabilityConfig rel;
-  uint32_t seg_size = 1376;            ///< data bytes per packet (port payload - kRdmHeaderLen)
+  /// Data bytes per packet (port payload - kRdmHeaderLen); the default is MTU 1500's (1388).
+  uint32_t seg_size = static_cast<uint32_t>(wire::max_payload(1500) - wire::kRdmHeaderLen);
   uint64_t eager_max = 16384;          ///< larger messages use rendezvous
   uint64_t max_msg_size = 1ull << 30;  ///< larger sends fail with -FI_EMSGSIZE
   uint32_t tx_ops = 256;               ///< sends in progress (<= 65536: msg ids)

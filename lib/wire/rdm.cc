@@ -51,8 +51,7 @@ RdmVerdict rdm_validate(const RdmHeader& h, size_t data_len) noexcept {
 RdmVerdict decode_rdm(const Header& outer, std::span<const uint8_t> payload, RdmHeader* out,
                       std::span<const uint8_t>* data, RdmDecodeStats& stats) noexcept {
   auto verdict = [&]() noexcept -> RdmVerdict {
-    if (outer.type != Type::kRdm || outer.flags != 0 || outer.seq != 0 || outer.ack != 0 ||
-        outer.msg_id != 0 || outer.cq_data != 0)
+    if (outer.type != Type::kRdm || outer.flags != 0 || outer.cq_data != 0)
       return RdmVerdict::kOuterHeader;
     if (payload.size() < kRdmCommonLen) return RdmVerdict::kTruncated;
     const uint8_t* p = payload.data();

@@ -5,9 +5,9 @@
 //
 //   dpfab payload = RDM header (32 bytes common part [+ 32 bytes body]) + data
 //
-// The dpfab header of an RDM frame carries no RDM state: its flags, seq, ack, msg_id and cq_data
-// are 0 (decode_rdm rejects anything else), so that the RDM layout is versioned on its own
-// (rdm_version) and can change without a new dpfab version.
+// The dpfab header of an RDM frame carries no RDM state: its flags and cq_data are 0 (decode_rdm
+// rejects anything else), so that the RDM layout is versioned on its own (rdm_version) and can
+// change without a new dpfab version.
 //
 // Common part, 32 bytes, every multi-byte field big-endian:
 //
@@ -130,7 +130,7 @@ struct RdmHeader {
 /// What decode_rdm made of a payload: kOk, or why it was rejected.
 enum class RdmVerdict : uint8_t {
   kOk,
-  kOuterHeader,  ///< the dpfab header is not kRdm, or has flags/seq/ack/msg_id/cq_data set
+  kOuterHeader,  ///< the dpfab header is not kRdm, or has flags or cq_data set
   kTruncated,    ///< shorter than the kind's header
   kVersion,      ///< rdm_version != kRdmVersion
   kKind,         ///< unknown kind

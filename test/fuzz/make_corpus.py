@@ -31,12 +31,18 @@ def csum(b):
     return (~s) & 0xFFFF
 
 
-def frame(payload=b"hello dpfab!", *, version=1, typ=1, flags=1, plen=None, udp_len=None,
+def frame(payload=b"hello dpfab!", *, version=2, typ=1, flags=1, plen=None, udp_len=None,
           ip_total=None, ip_vhl=0x45, options=b"", frag=0x4000, proto=17, ip_ck=None,
           udp_ck=None, ethertype=0x0800, pad=b"", cq_data=0x1122334455667788, src_ip=IP1,
-          dst_ip=IP2, src_mac=MAC1, dst_mac=MAC2):
-    hdr = struct.pack("!BBHHHIIIIQ", version, typ, flags, 3, 7,
-                      len(payload) if plen is None else plen, 1, 2, 3, cq_data)
+          dst_ip=IP2, src_mac=MAC1, dst_mac=MAC2, v1=False):
+    """One Ethernet frame. The dpfab header is wire version 2's (20 bytes, format.h), or with v1
+    version 1's: 32 bytes, seq/ack/msg_id (0, as version 1 sent them) before cq_data."""
+    if v1:
+        hdr = struct.pack("!BBHHHIIIIQ", version, typ, flags, 3, 7,
+                          len(payload) if plen is None else plen, 0, 0, 0, cq_data)
+    else:
+        hdr = struct.pack("!BBHHHIQ", version, typ, flags, 3, 7,
+                          len(payload) if plen is None else plen, cq_data)
     ulen = 8 + len(hdr) + len(payload) if udp_len is None else udp_len
     body = hdr + payload
     ph = src_ip + dst_ip + struct.pack("!BBH", 0, 17, ulen)
@@ -84,16 +90,29 @@ def decoder_corpus():
         "ip-header-length--ihl4": frame(ip_vhl=0x44),
         "ip-checksum--flipped": frame(ip_ck=0x1234),
         "ip-total-length--beyond-frame": frame(ip_total=len(good) - 14 + 1),
-        "ip-total-length--too-short": frame(ip_total=59),
+        "ip-total-length--too-short": frame(ip_total=20 + 8 + 20 - 1),
         "ip-total-length--truncated-frame": good[:-1],
         "ip-fragment--more-fragments": frame(frag=0x2000),
         "ip-fragment--offset": frame(frag=0x0001),
         "ip-protocol--tcp": frame(proto=6),
-        "udp-length--long": frame(udp_len=8 + 32 + 13, udp_ck=0),
-        "udp-length--short": frame(udp_len=8 + 32 + 11, udp_ck=0),
+        "udp-length--long": frame(udp_len=8 + 20 + 13, udp_ck=0),
+        "udp-length--short": frame(udp_len=8 + 20 + 11, udp_ck=0),
         "udp-checksum--wrong": frame(udp_ck=0x1234),
-        "header-version--2": frame(version=2),
-        "header-type--ack-reserved": frame(typ=2),
+        "header-version--0": frame(version=0),
+        "header-version--3": frame(version=3),
+        # Wire version 1 (format.h): an older dpfab's frames of each type, refused and counted.
+        "old-version--v1-dgram": frame(version=1, v1=True),
+        "old-version--v1-dgram-no-udp-checksum": frame(version=1, v1=True, udp_ck=0),
+        "old-version--v1-dgram-empty": frame(b"", version=1, v1=True, flags=0, cq_data=0),
+        "old-version--v1-rdm": frame(rdm()[20:], version=1, v1=True, typ=7, flags=0, cq_data=0),
+        "old-version--v1-cm": frame(cm()[20:], version=1, v1=True, typ=8, flags=0, cq_data=0),
+        # A 1 in the version byte of what is no version-1 frame: an unknown version.
+        "header-version--1-in-a-v2-frame": frame(version=1),
+        "header-version--v1-payload-length-wrong": frame(version=1, v1=True, plen=13),
+        "header-version--v1-unknown-type": frame(version=1, v1=True, typ=2),
+        "header-version--v1-too-short": frame(b"hello", version=1, flags=0, cq_data=0),
+        "header-type--2-reserved-in-v1": frame(typ=2),
+        "header-type--6-reserved-in-v1": frame(typ=6),
         "header-type--9": frame(typ=9),
         "data--rdm-type": frame(typ=7, flags=0, cq_data=0),
         "data--cm-type": frame(typ=8, flags=0, cq_data=0),
@@ -172,17 +191,21 @@ def arp_corpus():
     return c
 
 
+def outer(typ, flags, payload_len, cq_data):
+    """A dpfab header of wire version 2 (format.h, 20 bytes): src_ep 3, dst_ep 7."""
+    return struct.pack("!BBHHHIQ", 2, typ, flags, 3, 7, payload_len, cq_data)
+
+
 def rdm(kind=1, flags=3, epoch=7, seq=5, ack=9, sack=6, window=64, reserved=0, msg_id=11,
         offset=0, length=12, tag=0x1234, cq_data=0x55, data=b"hello dpfab!", version=1, body=True,
-        outer_type=7, outer_flags=0, outer_seq=0):
-    """One rdm fuzz input: the 32-byte dpfab header, then the RDM header (rdm.h) and data."""
+        outer_type=7, outer_flags=0, outer_cq_data=0):
+    """One rdm fuzz input: the 20-byte dpfab header, then the RDM header (rdm.h) and data."""
     r = struct.pack("!BBHIIIQHHI", version, kind, flags, epoch, seq, ack, sack, window, reserved,
                     msg_id)
     if body:
         r += struct.pack("!QQQQ", offset, length, tag, cq_data)
     r += data
-    outer = struct.pack("!BBHHHIIIIQ", 1, outer_type, outer_flags, 3, 7, len(r), outer_seq, 0, 0, 0)
-    return outer + r
+    return outer(outer_type, outer_flags, len(r), outer_cq_data) + r
 
 
 def rdm_corpus():
@@ -202,9 +225,11 @@ def rdm_corpus():
         "ok--cts": rdm(kind=4, flags=0, tag=0, cq_data=0, length=1 << 20, data=b""),
         "ok--rdv-data": rdm(kind=5, flags=0, tag=0, cq_data=0, offset=4096, length=1 << 20),
         "outer-header--type-data": rdm(outer_type=1),
-        "outer-header--seq": rdm(outer_seq=1),
-        "truncated--common": rdm()[:32 + 20],
-        "truncated--body": rdm()[:32 + 40],
+        "outer-header--type-cm": rdm(outer_type=8),
+        "outer-header--flags": rdm(outer_flags=1),
+        "outer-header--cq-data": rdm(outer_cq_data=1),
+        "truncated--common": rdm()[:20 + 20],
+        "truncated--body": rdm()[:20 + 40],
         "version--2": rdm(version=2),
         "kind--0": rdm(kind=0),
         "kind--6": rdm(kind=6),
@@ -224,13 +249,11 @@ def rdm_corpus():
 
 
 def cm(kind=1, flags=0, src_id=0x1234, dst_id=0, data_len=None, reserved=0, data=b"hello",
-       version=1, outer_type=8, outer_flags=0, outer_msg_id=0):
-    """One cm fuzz input: the 32-byte dpfab header, then the CM header (cm.h) and data."""
+       version=1, outer_type=8, outer_flags=0, outer_cq_data=0):
+    """One cm fuzz input: the 20-byte dpfab header, then the CM header (cm.h) and data."""
     r = struct.pack("!BBHIIHH", version, kind, flags, src_id, dst_id,
                     len(data) if data_len is None else data_len, reserved) + data
-    outer = struct.pack("!BBHHHIIIIQ", 1, outer_type, outer_flags, 3, 7, len(r), 0, 0,
-                        outer_msg_id, 0)
-    return outer + r
+    return outer(outer_type, outer_flags, len(r), outer_cq_data) + r
 
 
 def cm_corpus():
@@ -247,9 +270,10 @@ def cm_corpus():
         "ok--shutdown-ack": cm(kind=6, **conn),
         "ok--keepalive": cm(kind=7, **conn),
         "outer-header--type-rdm": cm(outer_type=7),
-        "outer-header--msg-id": cm(outer_msg_id=1),
+        "outer-header--type-data": cm(outer_type=1),
+        "outer-header--cq-data": cm(outer_cq_data=1),
         "outer-header--flags": cm(outer_flags=1),
-        "truncated--15-bytes": cm(data=b"")[:32 + 15],
+        "truncated--15-bytes": cm(data=b"")[:20 + 15],
         "version--2": cm(version=2),
         "kind--0": cm(kind=0),
         "kind--8": cm(kind=8),
@@ -288,7 +312,7 @@ def core_rdm(**kw):
     """An RDM payload (no dpfab header) from the fuzzed peer, epoch 7, nothing of ours acked."""
     kw.setdefault("ack", 0)
     kw.setdefault("sack", 0)
-    return rdm(**kw)[32:]
+    return rdm(**kw)[20:]
 
 
 def rdm_core_corpus():
