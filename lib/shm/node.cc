@@ -269,7 +269,8 @@ Result<std::unique_ptr<Node>> Node::open(const NodeConfig& cfg, const uint8_t ma
 
   // Our page: a sealed memfd page peers map to arm-check and kick us.
   n->page_fd_.reset(memfd_create("dpfab-shm-node", MFD_CLOEXEC | MFD_ALLOW_SEALING));
-  if (!n->page_fd_.valid() || ftruncate(n->page_fd_.get(), kPageBytes) != 0 ||
+  if (!n->page_fd_.valid() || fchmod(n->page_fd_.get(), 0600) != 0 ||
+      ftruncate(n->page_fd_.get(), kPageBytes) != 0 ||
       fcntl(n->page_fd_.get(), F_ADD_SEALS, kPageSeals) != 0)
     return make_error(-FI_EMFILE, std::string("shm: node page: ") + std::strerror(errno));
   void* page = mmap(nullptr, kPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, n->page_fd_.get(), 0);

@@ -54,7 +54,9 @@ Result<std::pair<UniqueFd, Mapping>> create_segment(const std::string& dir, size
     fd.reset(memfd_create(tag, MFD_CLOEXEC | MFD_ALLOW_SEALING));
     if (!fd.valid())
       return make_error(-FI_EMFILE, std::string("shm: memfd_create: ") + std::strerror(errno));
-    if (ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0 ||
+    // A memfd is made 0777 (it has no name to open, but /proc/<pid>/fd/<n> reaches it for
+    // whoever may ptrace us): closed to others like any segment.
+    if (fchmod(fd.get(), 0600) != 0 || ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0 ||
         fcntl(fd.get(), F_ADD_SEALS, kSeals) != 0)
       return make_error(-FI_ENOMEM, std::string("shm: sizing a segment: ") + std::strerror(errno));
   } else {
@@ -91,12 +93,9 @@ Result<Mapping> map_received(int fd, size_t bytes) {
   if (st.st_uid != geteuid()) return make_error(-FI_EINVAL, "shm: segment owned by another user");
   if (st.st_size < static_cast<off_t>(bytes))
     return make_error(-FI_EINVAL, "shm: segment smaller than announced");
-  // A sealed memfd has no name to open and cannot shrink: its mode (0777 for every memfd) does
-  // not matter. Anything else is a file of a directory, which must be closed to others.
-  const int seals = fcntl(fd, F_GET_SEALS);
-  const bool sealed = seals >= 0 && (seals & F_SEAL_SHRINK);
-  if (!sealed && (st.st_mode & (S_IRWXG | S_IRWXO)))
-    return make_error(-FI_EINVAL, "shm: segment open to group or others, or not sealed");
+  // Every segment (a memfd or a file of a directory) is closed to others: mode 0600.
+  if (st.st_mode & (S_IRWXG | S_IRWXO))
+    return make_error(-FI_EINVAL, "shm: segment open to group or others");
   return map_fd(fd, bytes);
 }
 

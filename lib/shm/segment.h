@@ -13,9 +13,10 @@
 // it behind, and sweep() (run when a node starts) removes such files once their creator's lock is
 // gone. Files cannot be sealed: a peer of the same user could truncate one (fi_dpdk(7) says so).
 //
+// Every segment, memfd or file, has mode 0600 (a memfd is made 0777 and reachable through
+// /proc/<pid>/fd by whoever may ptrace its holder: it is closed to others all the same).
 // Checks on a segment received from a peer (map_received): a regular file (memfd or tmpfs file)
-// owned by our user, not readable or writable by group or others, at least the expected size,
-// and, for a memfd, sealed against shrinking.
+// owned by our user, not readable or writable by group or others, at least the expected size.
 //
 // Threads: control path only (syscalls).
 #pragma once

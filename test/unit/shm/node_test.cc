@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <rdma/fi_errno.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -302,4 +303,25 @@ TEST(ShmNode, SegmentsInADirectoryLeaveNothingBehind) {
   { auto a = open_node(3, c); }
   EXPECT_NE(access(stale.c_str(), F_OK), 0) << "swept";
   EXPECT_EQ(rmdir(dir), 0) << "nothing else left in " << dir;
+}
+
+TEST(ShmSegment, ModeIs0600AndOpenSegmentsAreRefused) {
+  char dir[] = "/tmp/dpfab-shm-unit.XXXXXX";
+  ASSERT_TRUE(mkdtemp(dir));
+  for (const std::string& d : {std::string(), std::string(dir)}) {
+    auto s = create_segment(d, 8192, "dpfab-shm-unit");
+    ASSERT_TRUE(s) << s.error().message;
+    struct stat st {};
+    ASSERT_EQ(fstat(s.value().first.get(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0600u) << (d.empty() ? "memfd" : d);
+    EXPECT_EQ(st.st_uid, geteuid());
+    EXPECT_TRUE(map_received(s.value().first.get(), 8192)) << "our own segment is accepted";
+    EXPECT_FALSE(map_received(s.value().first.get(), 16384)) << "smaller than announced";
+    // A peer's segment that others may read or write is refused.
+    ASSERT_EQ(fchmod(s.value().first.get(), 0644), 0);
+    auto m = map_received(s.value().first.get(), 8192);
+    ASSERT_FALSE(m);
+    EXPECT_EQ(m.error().code, -FI_EINVAL);
+  }
+  EXPECT_EQ(rmdir(dir), 0) << "segment files are unlinked once mapped";
 }
