@@ -8,7 +8,7 @@
 # them reach each other through the same-host path. Runs mpi4py's ringtest (1 KiB and 1 MiB) and
 # mpi_collectives_check.py, asserts that every rank's mtl opened a dpdk domain, and that nothing of
 # ours is left in /dev/shm.
-#   ompi_shm_test.sh <mpi_collectives_check.py> [ranks (8)]
+#   ompi_default_test.sh <mpi_collectives_check.py> [ranks (8)]
 set -uo pipefail
 : "${FI_PROVIDER_PATH:?meson sets FI_PROVIDER_PATH}"
 check=${1:?path of mpi_collectives_check.py}
