@@ -101,6 +101,7 @@ TEST(ShmProcs, KillAndRestartNeighbours) {
       if (!live[i]) continue;
       const std::string l = ps[i]->line(90s);
       ASSERT_EQ(l.rfind("done", 0), 0u) << "process " << i << ": '" << l << "'";
+      std::printf("process %zu, its neighbour %zu killed: %s\n", i, victim, l.c_str());
       // The send to the victim ends with FI_EHOSTUNREACH (113) as soon as its link's end is
       // seen, not at a timeout (the round's own bound is 60 s); the others' messages arrive.
       EXPECT_EQ(field(l, "errs"), std::to_string(victim) + ":113") << l;
