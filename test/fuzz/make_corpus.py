@@ -400,6 +400,37 @@ def shm_hello_corpus():
     }
 
 
+def address_corpus():
+    # The first byte picks the reader: even = binary (read_address), odd = string (parse_address).
+    mac = bytes([2, 0, 0, 0, 0, 7])
+    short = bytes([1, 0]) + mac + bytes([10, 0, 0, 1]) + struct.pack(">HH", 9228, 3)
+    host = struct.pack(">QII", 0x0123456789ABCDEF, 5, 0x1A2B3C4D)
+    native = bytes([3, 0]) + short[2:] + host
+    sin = struct.pack("<H", 2) + struct.pack(">H", 9228) + bytes([10, 0, 0, 1]) + bytes(8)
+    return {
+        "short--v1": b"\0" + short,
+        "native--v3-with-host": b"\0" + native,
+        "native--v3-without-host": b"\0" + bytes([3, 0]) + short[2:] + bytes(16),
+        "short--v1-longer-buffer": b"\0" + short + host,
+        "sockaddr_in--af-inet": b"\0" + sin,
+        "refused--v3-truncated": b"\0" + native[:20],
+        "refused--too-short": b"\0" + short[:15],
+        "refused--unknown-version": b"\0" + bytes([4, 0]) + short[2:] + host,
+        "refused--v3-reserved-set": b"\0" + bytes([3, 1]) + native[2:],
+        "native--string": b"\1fi_dpdk://02:00:00:00:00:07/10.0.0.1:9228/3",
+        "native--string-with-host": b"\1fi_dpdk://02:00:00:00:00:07/10.0.0.1:9228/3"
+                                    b"/shm:0123456789abcdef:5:1a2b3c4d",
+        "sockaddr_in--string": b"\1fi_sockaddr_in://10.0.0.1:9228",
+        "refused--string-host-zero": b"\1fi_dpdk://02:00:00:00:00:07/10.0.0.1:9228/3"
+                                     b"/shm:0000000000000000:5:1a2b3c4d",
+        "refused--string-node-zero": b"\1fi_dpdk://02:00:00:00:00:07/10.0.0.1:9228/3"
+                                     b"/shm:0123456789abcdef:0:1a2b3c4d",
+        "refused--string-trailing": b"\1fi_dpdk://02:00:00:00:00:07/10.0.0.1:9228/3/x",
+        "refused--string-port-too-big": b"\1fi_dpdk://02:00:00:00:00:07/10.0.0.1:70000/3",
+        "refused--string-nul-inside": b"\1fi_dpdk://02:00:00:00:00:07/10.0.0.1:9228/3\0/shm:1:1:1",
+    }
+
+
 def write(target, corpus):
     d = os.path.join(HERE, "corpus", target)
     shutil.rmtree(d, ignore_errors=True)
@@ -418,3 +449,4 @@ if __name__ == "__main__":
     write("cm", cm_corpus())
     write("shm-ring", shm_ring_corpus())
     write("shm-hello", shm_hello_corpus())
+    write("address", address_corpus())
