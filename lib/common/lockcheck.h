@@ -23,7 +23,9 @@
 // Memory-management calls (brk, mmap, munmap, mremap, mprotect, madvise) are counted apart as heap
 // growth: the allocator's, for an allocation made under a lock. The data path allocates nothing
 // per message; what does allocate under the endpoint core lock is the state of a peer on first
-// contact (once per peer), which takes a syscall only when the heap must grow.
+// contact (once per peer), which takes a syscall only when the heap must grow. Calls a sanitizer's
+// runtime makes (UBSan's vptr check probes memory with pipe2/write) are counted apart too: the
+// trapped call or its libc wrapper's caller lies in libasan, libubsan or libtsan.
 //
 // Exempt scopes mark syscalls that belong to the port itself rather than to dpfab: a PMD's own
 // kernel kick inside rte_eth_tx_burst/rte_eth_rx_burst (af_packet and af_xdp send a sendto, tap
