@@ -196,9 +196,10 @@ class PortEngine final : public proto::Link {
   Handled handle_record(const shm::Conn& c, const shm::RecordHeader& h,
                         const uint8_t* payload) noexcept;
   void local_lost(const shm::Conn& c) noexcept;
-  /// The poll step. `received` (when the step ran): frames taken from the queue. Returns the
-  /// events delivered; -1 when another thread owns the receive side.
-  long poll_step(uint16_t* received) noexcept;
+  /// The poll step. `received` (when the step ran): frames taken from the queue and records from
+  /// the same-host path; `local_received`, when given: the latter alone. Returns the events
+  /// delivered; -1 when another thread owns the receive side.
+  long poll_step(uint16_t* received, uint16_t* local_received = nullptr) noexcept;
   // `from`: the same-host link a kFrame record came through (its host part goes into the frame).
   Handled handle(rte_mbuf* m, const shm::Conn* from = nullptr) noexcept;
   // RX owner: a copy of a group frame to each member.
