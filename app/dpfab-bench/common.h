@@ -27,9 +27,11 @@ enum class Mode { kSpin, kSread, kFd, kPollfd, kWaitset, kPollset, kCond, kYield
 inline constexpr std::array<std::string_view, 9> kModeNames = {
     "spin", "sread", "fd", "pollfd", "waitset", "pollset", "cond", "yield", "worker"};
 
-/// What the two processes do with each other.
-enum class Workload { kPingpong, kStream, kWakeup };
-inline constexpr std::array<std::string_view, 3> kWorkloadNames = {"pingpong", "stream", "wakeup"};
+/// What the two processes do with each other: messages (pingpong, stream, wakeup), or one-sided
+/// operations (rma.h: rma-write, rma-read, rma-bw, atomic; spin mode only).
+enum class Workload { kPingpong, kStream, kWakeup, kRmaWrite, kRmaRead, kRmaBw, kAtomic };
+inline constexpr std::array<std::string_view, 7> kWorkloadNames = {
+    "pingpong", "stream", "wakeup", "rma-write", "rma-read", "rma-bw", "atomic"};
 
 inline constexpr std::array<std::string_view, 3> kEpTypeNames = {"dgram", "rdm", "msg"};
 
@@ -63,7 +65,8 @@ std::vector<std::string> expand_providers(const std::vector<std::string>& in);
 struct Options {
   std::vector<std::string> providers{"dpdk", "shm", "udp", "tcp"};
   std::vector<std::string> modes{kModeNames.begin(), kModeNames.end()};
-  std::vector<std::string> workloads{kWorkloadNames.begin(), kWorkloadNames.end()};
+  /// The message workloads by default; the one-sided ones when asked for (-w rma-write,...).
+  std::vector<std::string> workloads{kWorkloadNames.begin(), kWorkloadNames.begin() + 3};
   std::vector<std::string> ep_types{kEpTypeNames.begin(), kEpTypeNames.end()};
   std::vector<std::string> wait_on{"cq"};  ///< what the modes wait on: cq, cntr (a counter)
   std::vector<uint64_t> sizes{64, 1024};

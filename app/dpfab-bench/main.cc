@@ -544,7 +544,8 @@ int main(int argc, char** argv) {
                  "waiting modes: spin sread fd pollfd waitset pollset cond yield worker")
       ->delimiter(',')
       ->capture_default_str();
-  app.add_option("-w,--workloads", o.workloads, "pingpong stream wakeup")
+  app.add_option("-w,--workloads", o.workloads,
+                 "pingpong stream wakeup; one-sided (spin mode): rma-write rma-read rma-bw atomic")
       ->delimiter(',')
       ->capture_default_str();
   app.add_option("-e,--ep-types", o.ep_types, "endpoint types tried (those offered are used)")

@@ -74,9 +74,13 @@ void print_table(FILE* out, const json& records) {
     for (const auto& r : records) {
       if (r.value("workload", "") != w) continue;
       if (!header) {
-        const char* kind = w == "pingpong" ? "half round trip"
-                           : w == "stream" ? "time of one window (send to credit)"
-                                           : "one-way wake-up after an idle gap";
+        const char* kind = w == "pingpong"    ? "half round trip"
+                           : w == "stream"    ? "time of one window (send to credit)"
+                           : w == "wakeup"    ? "one-way wake-up after an idle gap"
+                           : w == "rma-write" ? "half round trip of RMA writes (memory polled)"
+                           : w == "rma-read"  ? "completion of one RMA read (a round trip)"
+                           : w == "rma-bw"    ? "time of one window of RMA writes"
+                                              : "time of one window of 8-byte fetch-and-adds";
         std::fprintf(out, "\n== %s (latency in us: %s)\n", std::string(w).c_str(), kind);
         std::fprintf(out, "%-14s %-12s %6s %8s %8s %8s %8s %8s %9s %8s %7s %7s %7s %6s\n",
                      "provider/ep", "mode", "size", "p50", "p90", "p99", "p99.9", "max", "msg/s",
@@ -113,9 +117,66 @@ void print_table(FILE* out, const json& records) {
                  "was ready: the latency is that bound, not the mode's (doc/benchmark.md).\n");
 }
 
+namespace {
+
+// The one-sided workloads: dpdk's figure at each size, and its ratio to each other provider's
+// (same endpoint type), from the same run. Latency for rma-write and rma-read, bandwidth for
+// rma-bw, the rate for atomic.
+void print_rma_comparison(FILE* out, const json& records) {
+  for (std::string w : {"rma-write", "rma-read", "rma-bw", "atomic"}) {
+    const char* field = w == "rma-bw"   ? "bandwidth_mbps"
+                        : w == "atomic" ? "msg_rate"
+                                        : "lat_p50_us";
+    std::map<std::pair<std::string, uint64_t>, double> at;  // (provider/ep, size) -> figure
+    std::set<uint64_t> sizes;
+    std::vector<std::string> others;
+    for (const auto& r : records) {
+      if (r.value("workload", "") != w || !ok(r) || !r[field].is_number()) continue;
+      const std::string g = group_name(r);
+      const uint64_t size = r.value("size", uint64_t{0});
+      at[{g, size}] = r[field].get<double>();
+      sizes.insert(size);
+      if (r.value("provider", "").rfind("dpdk", 0) != 0 &&
+          std::find(others.begin(), others.end(), g) == others.end())
+        others.push_back(g);
+    }
+    // Each dpdk label (common.h: over its port, over the same-host path) against the others.
+    for (std::string d : {"dpdk-port/rdm", "dpdk-port/msg", "dpdk-shm/rdm", "dpdk-shm/msg"}) {
+      bool any = false;
+      for (uint64_t size : sizes) any |= at.count({d, size}) > 0;
+      if (!any || others.empty()) continue;
+      std::fprintf(out, "\n== %s %s: %s value and %s/other ratio, same run\n", w.c_str(),
+                   w == "rma-bw"   ? "bandwidth (10^6 B/s)"
+                   : w == "atomic" ? "rate (atomics/s)"
+                                   : "p50 latency us",
+                   d.c_str(), d.c_str());
+      std::fprintf(out, "%8s %10s", "size", "dpdk");
+      for (const auto& g : others) std::fprintf(out, "  %-16s", g.c_str());
+      std::fprintf(out, "\n");
+      for (uint64_t size : sizes) {
+        auto it = at.find({d, size});
+        if (it == at.end()) continue;
+        std::fprintf(out, "%8llu %10s", static_cast<unsigned long long>(size),
+                     num(json(it->second)).c_str());
+        for (const auto& g : others) {
+          auto o = at.find({g, size});
+          char b[32] = "n/a";
+          if (o != at.end() && o->second > 0)
+            std::snprintf(b, sizeof(b), "x%.2f", it->second / o->second);
+          std::fprintf(out, "  %-16s", b);
+        }
+        std::fprintf(out, "\n");
+      }
+    }
+  }
+}
+
+}  // namespace
+
 // For each dpdk label (common.h: dpdk-shm, dpdk-port), its RDM group (else DGRAM) against every
 // other provider's groups, same mode and size, from one run.
 void print_comparison(FILE* out, const json& records) {
+  print_rma_comparison(out, records);
   uint64_t size = first_size(records);
   for (std::string w : {"pingpong", "wakeup"}) {
     // (group, mode) -> record, for this workload and size.

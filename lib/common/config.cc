@@ -23,7 +23,7 @@ namespace {
 constexpr const char* kSection = "dpdk";
 
 // The single list of keys. config/dpfab.conf must show the same defaults; a unit test checks it.
-constexpr std::array<KeyInfo, 25> kKeys{{
+constexpr std::array<KeyInfo, 26> kKeys{{
     {"config", "",
      "Path of the configuration file to read instead of the installed default (dpfab.conf)."},
     {"eal_args", "--no-huge --no-shconf --no-pci -m 48 --log-level=*:warning",
@@ -83,6 +83,12 @@ constexpr std::array<KeyInfo, 25> kKeys{{
      "Same-host messages of a rendezvous (larger than 16 KiB) are copied once, by the receiver, "
      "from the sender's memory (process_vm_readv) where the kernel allows it; 'off' copies them "
      "through the rings."},
+    {"mr_keys", "provider",
+     "Memory regions (FI_RMA, FI_ATOMIC): 'provider' gives them provider keys (unguessable) and "
+     "virtual addresses wherever the application's mr_mode offers FI_MR_PROV_KEY and "
+     "FI_MR_VIRT_ADDR; 'application' takes neither, nor FI_MR_ENDPOINT: the keys the "
+     "application requests, offsets from each region's start and regions every endpoint answers "
+     "for, as tcp and sockets do (FI_MR_BASIC is unaffected)."},
     {"fault_loss", "0",
      "Fault injection (testing): probability in [0, 1] that a received IPv4/UDP frame is "
      "dropped. ARP and IGMP frames are never faulted."},
@@ -371,6 +377,10 @@ Result<Config> load(const EnvLookup& env, const std::string& default_file) {
       auto n = int_in_range(v, 100, 86'400'000);
       if (!n) return n.error();
       cfg.msg_connect_timeout_ms = static_cast<uint64_t>(*n);
+    } else if (v.key == "mr_keys") {
+      if (v.text != "provider" && v.text != "application")
+        return bad(v, "not 'provider' or 'application'");
+      cfg.mr_application_keys = v.text == "application";
     } else if (v.key == "udp_checksum") {
       if (v.text != "auto" && v.text != "on") return bad(v, "not 'auto' or 'on'");
       cfg.udp_checksum_always = v.text == "on";

@@ -84,6 +84,9 @@ struct Config {
   std::string shm_dir;
   uint32_t shm_ring_kb = 128;
   bool shm_cma = true;
+  /// mr_keys = application: regions take the application's keys and offsets even where its
+  /// mr_mode offers FI_MR_PROV_KEY and FI_MR_VIRT_ADDR.
+  bool mr_application_keys = false;
   FaultConfig faults;         ///< fault_* keys
   std::vector<Value> values;  ///< effective text of every key, in keys() order
 

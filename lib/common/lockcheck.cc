@@ -113,6 +113,38 @@ bool made_by_sanitizer(const siginfo_t* si, void* const* frames, int nf) noexcep
   return false;
 }
 
+// rt_sigprocmask on the mask that the return from the signal handler restores (the kernel's mask
+// is 64 bits: the first word of uc_sigmask). SIGKILL, SIGSTOP and SIGSYS are never blocked.
+long sigprocmask_in_frame(ucontext_t* uc, int how, const void* set, void* old,
+                          size_t size) noexcept {
+  if (size != sizeof(uint64_t)) return -EINVAL;
+  uint64_t mask;
+  std::memcpy(&mask, &uc->uc_sigmask, sizeof(mask));
+  const uint64_t before = mask;
+  if (set != nullptr) {
+    uint64_t bits;
+    std::memcpy(&bits, set, sizeof(bits));
+    switch (how) {
+      case SIG_BLOCK:
+        mask |= bits;
+        break;
+      case SIG_UNBLOCK:
+        mask &= ~bits;
+        break;
+      case SIG_SETMASK:
+        mask = bits;
+        break;
+      default:
+        return -EINVAL;
+    }
+  }
+  auto bit = [](int sig) { return uint64_t{1} << (sig - 1); };
+  mask &= ~(bit(SIGKILL) | bit(SIGSTOP) | bit(SIGSYS));
+  if (old != nullptr) std::memcpy(old, &before, sizeof(before));
+  std::memcpy(&uc->uc_sigmask, &mask, sizeof(mask));
+  return 0;
+}
+
 void on_sigsys(int, siginfo_t* si, void* ucv) {
   auto* uc = static_cast<ucontext_t*>(ucv);
   greg_t* g = uc->uc_mcontext.gregs;
@@ -158,6 +190,17 @@ void on_sigsys(int, siginfo_t* si, void* ucv) {
       }
     }
   }
+  if (nr == SYS_rt_sigprocmask) {
+    // Made here, the call would change the handler's mask, which the return from the handler
+    // replaces with the saved one: it changes the saved mask instead. SIGSYS stays open, or the
+    // next trapped call (glibc's pthread_create blocks every signal, then clones) would kill.
+    g[REG_RAX] = sigprocmask_in_frame(
+        uc, static_cast<int>(g[REG_RDI]), reinterpret_cast<const void*>(g[REG_RSI]),
+        reinterpret_cast<void*>(g[REG_RDX]), static_cast<size_t>(g[REG_R10]));
+    errno = saved_errno;
+    t.selector = SYSCALL_DISPATCH_FILTER_BLOCK;
+    return;
+  }
   if (rerun) {
     g[REG_RIP] -= 2;  // the two-byte syscall instruction
     g[REG_RAX] = nr;
@@ -197,6 +240,14 @@ void install_process() noexcept {
   ksa.handler = on_sigsys;
   ksa.flags = SA_SIGINFO | kSaRestorer;
   ksa.restorer = dpfab_lc_restorer;
+  // Every asynchronous signal waits until the handler returns: one delivered between the handler
+  // re-arming the selector and its return would run its handler with the selector armed and
+  // SIGSYS blocked, and the first call it made (its own rt_sigreturn at the latest) would kill
+  // the process. Faults stay open (blocked, they kill anyway).
+  ksa.mask = ~uint64_t{0};
+  for (const int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGKILL, SIGSTOP}) {
+    ksa.mask &= ~(uint64_t{1} << (sig - 1));
+  }
   if (::syscall(SYS_rt_sigaction, SIGSYS, &ksa, nullptr, sizeof(ksa.mask)) != 0) {
     say("dpfab lockcheck: cannot install the SIGSYS handler: nothing is checked\n");
     return;

@@ -27,6 +27,11 @@
 // runtime makes (UBSan's vptr check probes memory with pipe2/write) are counted apart too: the
 // trapped call or its libc wrapper's caller lies in libasan, libubsan or libtsan.
 //
+// Limit of the check: another library's signal handler that blocks SIGSYS (sa_mask) and runs
+// while a lock is held cannot have its syscalls trapped, and the kernel ends the process with
+// "Bad system call" instead. The handler here blocks asynchronous signals while it runs, and
+// keeps SIGSYS out of masks set under a lock, so that dpfab's own code never meets that limit.
+//
 // Exempt scopes mark syscalls that belong to the port itself rather than to dpfab: a PMD's own
 // kernel kick inside rte_eth_tx_burst/rte_eth_rx_burst (af_packet and af_xdp send a sendto, tap
 // writes to its fd) happens under the TX lock because DPDK's queues are not thread-safe; and a

@@ -349,8 +349,9 @@ size_t PortEngine::progress() noexcept {
 }
 
 long PortEngine::poll_step(uint16_t* received, uint16_t* local_received) noexcept {
-  // Wake-ups the step decides on (CQ raises, kicks of the replies it sends) are made once it
-  // has released the receive side (wait/wake_batch.h): opened first, closed last.
+  // Wake-ups the step decides on (CQ raises, kicks of the replies it sends) are made at its end
+  // (wait/wake_batch.h): opened first. A poll step is never run inside another batch (a core
+  // lock's), whose calls would wait for that batch's end.
   wait::WakeBatch wakes;
   // One receive owner at a time; others return at once (they have nothing to wait for).
   if (!try_take_rx()) return -1;
@@ -389,7 +390,13 @@ long PortEngine::poll_step(uint16_t* received, uint16_t* local_received) noexcep
     if (memif_ && !prefault_pending_ && !port_->link_up_now()) prefault_pending_ = true;
   }
   if (n) bump(stats_.rx_frames, n);
-  release_rx();
+  // The step's wake-ups are made before the receive side is released, though outside the lock
+  // check's section: unbinding an endpoint waits for the receive side, so a raise deferred here
+  // never outlives the CQ, EQ or counter it names (they close after their endpoints). Nobody
+  // spins on the receive side on the data path: others try it and return.
+  lockcheck::leave();
+  wakes.flush_now();
+  rx_busy_.store(false, std::memory_order_release);
   return static_cast<long>(delivered);
 }
 

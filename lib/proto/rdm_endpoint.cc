@@ -39,8 +39,12 @@ void RdmEndpoint::bind_cq(event::Cq* cq, bool tx, bool rx, bool selective) noexc
 }
 
 void RdmEndpoint::bind_cntr(event::Cntr* c, bool tx, bool rx) noexcept {
-  if (tx) tx_cntr_ = c;
-  if (rx) rx_cntr_ = c;
+  if (tx) bind_cntr(c, CntrKind::kSend);
+  if (rx) bind_cntr(c, CntrKind::kRecv);
+}
+
+void RdmEndpoint::bind_cntr(event::Cntr* c, CntrKind kind) noexcept {
+  cntrs_[static_cast<size_t>(kind)] = c;
 }
 
 int RdmEndpoint::enable() noexcept {
@@ -49,8 +53,10 @@ int RdmEndpoint::enable() noexcept {
     CoreLock lock(mu_);
     if (core_) return 0;
     // Completions that write no CQ entry only matter to a bound counter (rdm::CoreConfig).
-    cfg_.core.tx_counted = tx_cntr_ != nullptr;
-    cfg_.core.rx_counted = rx_cntr_ != nullptr;
+    cfg_.core.tx_counted = cntrs_[static_cast<size_t>(CntrKind::kSend)] != nullptr;
+    cfg_.core.rx_counted = cntrs_[static_cast<size_t>(CntrKind::kRecv)] != nullptr;
+    cfg_.core.write_counted = cntrs_[static_cast<size_t>(CntrKind::kWrite)] != nullptr;
+    cfg_.core.read_counted = cntrs_[static_cast<size_t>(CntrKind::kRead)] != nullptr;
     cfg = cfg_.core;
   }
   // Made (and, should another thread have won, freed) outside the lock: it allocates.
@@ -216,21 +222,71 @@ bool RdmEndpoint::cq_room(const event::Cq* cq) const noexcept {
 }
 
 ssize_t RdmEndpoint::send(rdm::SendOp op) noexcept {
-  if (!op.buf && op.len) return -FI_EINVAL;
+  // ATOMIC_READ carries no operands (their bytes only count the elements).
+  const bool no_operands = op.kind == rdm::OpKind::kAtomic && op.atomic_op == FI_ATOMIC_READ;
+  if (!op.buf && op.len && op.iov_count == 0 && !no_operands) return -FI_EINVAL;
   CoreLock lock(mu_);
   if (!core_) return -FI_EOPBADSTATE;
+  const ssize_t r = send_locked(op, core_time(tx_clock_.now_ns()));
+  finish();
+  return r;
+}
+
+ssize_t RdmEndpoint::send_locked(rdm::SendOp op, uint64_t now) noexcept {
   const uint32_t peer = peer_of(op.dest);
   if (peer == kNoPeer) return -FI_EINVAL;
   // A plain inject never writes a CQ entry, not even an error (RdmCore::SendOp::completion).
   if ((op.completion || !op.inject) && !cq_room(tx_cq_)) return -FI_EAGAIN;
   op.dest = peer;
-  const ssize_t r = core_->send(op, core_time(tx_clock_.now_ns()));
+  return core_->send(op, now);
+}
+
+ssize_t RdmEndpoint::trigger(const rdm::SendOp& op, event::Cntr* cntr,
+                             uint64_t threshold) noexcept {
+  const bool no_operands = op.kind == rdm::OpKind::kAtomic && op.atomic_op == FI_ATOMIC_READ;
+  if (!cntr || (!op.buf && op.len && op.iov_count == 0 && !no_operands)) return -FI_EINVAL;
+  CoreLock lock(mu_);
+  if (!core_) return -FI_EOPBADSTATE;
+  if (triggered_.size() >= kMaxTriggered) return -FI_EAGAIN;
+  try {
+    Triggered t{op, cntr, threshold, {}};
+    if (op.compare_op && op.compare) {
+      const auto* c = static_cast<const uint8_t*>(op.compare);
+      t.compare.assign(c, c + op.len);
+      t.op.compare = t.compare.data();  // the heap buffer moves with the vector's element
+    }
+    triggered_.push_back(std::move(t));
+  } catch (...) {
+    return -FI_ENOMEM;
+  }
+  fire_triggered(core_time(tx_clock_.now_ns()));
   finish();
-  return r;
+  return 0;
+}
+
+void RdmEndpoint::fire_triggered(uint64_t now) noexcept {
+  for (size_t k = 0; k < triggered_.size();) {
+    Triggered& t = triggered_[k];
+    if (t.cntr->value() < t.threshold) {
+      ++k;
+      continue;
+    }
+    const ssize_t r = send_locked(t.op, now);
+    if (r == -FI_EAGAIN) break;  // resources: this one and the later ones wait, in order
+    if (r != 0) {                // refused now: reported as the operation's error
+      rdm::Completion c;
+      c.context = t.op.context;
+      c.flags = rdm::RdmCore::completion_flags(t.op);
+      c.err = static_cast<int>(-r);
+      c.cq = true;
+      complete(c);
+    }
+    triggered_.erase(triggered_.begin() + static_cast<ptrdiff_t>(k));
+  }
 }
 
 ssize_t RdmEndpoint::recv(rdm::RecvOp op) noexcept {
-  if (!op.buf && op.len) return -FI_EINVAL;
+  if (!op.buf && op.len && op.iov_count == 0) return -FI_EINVAL;
   CoreLock lock(mu_);
   if (!core_) return -FI_EOPBADSTATE;
   if (op.match.src != FI_ADDR_UNSPEC) {
@@ -350,7 +406,15 @@ bool RdmEndpoint::deliver_indirect(const wire::Frame& f) noexcept {
   }
   // Only a packet the core takes now, into the receive its message is bound to, is copied: a
   // duplicate (a retransmission) or one the protocol refuses is dropped as if it had been lost.
-  const std::span<uint8_t> dst = core_->rdv_placement(peer, h, ind.len);
+  bool scattered = false;
+  std::span<uint8_t> dst = core_->rdv_placement(peer, h, ind.len, &scattered);
+  // A receive of several buffers whose boundary this segment crosses: read into a copy the core
+  // scatters (an allocation, on this rare path only: one buffer per receive is the common case).
+  std::unique_ptr<uint8_t[]> copy;
+  if (dst.empty() && scattered) {
+    copy.reset(new (std::nothrow) uint8_t[ind.len]);
+    if (copy) dst = {copy.get(), static_cast<size_t>(ind.len)};
+  }
   if (dst.empty()) return false;
   {
     // The kernel's copy of the sender's bytes, in place of the memcpy on_frame makes for a
@@ -386,6 +450,7 @@ size_t RdmEndpoint::drain_backlog() noexcept {
 }
 
 void RdmEndpoint::finish() noexcept {
+  if (!triggered_.empty()) fire_triggered(last_now_);
   flush();
   if (!large_rdv_.empty()) [[unlikely]] {
     for (uint32_t id : large_rdv_) core_->set_peer_rdv_segment(id, kIndirectSegment);
@@ -398,8 +463,10 @@ void RdmEndpoint::finish() noexcept {
     lost_.clear();
     flush();
   }
-  // Frames the port did not take go with the next poll step: due now.
-  due_ns_.store(txq_n_ ? 0 : core_->next_deadline(), std::memory_order_relaxed);
+  // Frames the port did not take go with the next poll step: due now. So do triggered
+  // operations: their counters may move without a call into this endpoint.
+  due_ns_.store(txq_n_ || !triggered_.empty() ? 0 : core_->next_deadline(),
+                std::memory_order_relaxed);
 }
 
 void RdmEndpoint::flush() noexcept {
@@ -502,7 +569,7 @@ bool RdmEndpoint::transmit_local(Peer& p, uint32_t id, shm::Conn* c, const wire:
     } catch (...) {
     }
   }
-  uint8_t hdr[wire::kRdmHeaderLen + sizeof(shm::RdmIndirect)];
+  uint8_t hdr[wire::kRdmRmaHeaderLen + sizeof(shm::RdmIndirect)];
   size_t hl = wire::write_rdm_header(hdr, h);  // the core's own header: valid (wire/rdm.h)
   if (by_ref) {
     const shm::RdmIndirect ind{reinterpret_cast<uint64_t>(data.data()), data.size()};
@@ -558,16 +625,28 @@ void RdmEndpoint::link_lost(uint32_t node_be, uint32_t nonce_be) noexcept {
 }
 
 void RdmEndpoint::complete(const rdm::Completion& c) noexcept {
-  const bool tx = c.flags & FI_SEND;
-  event::Cq* cq = tx ? tx_cq_ : rx_cq_;
-  event::Cntr* cntr = tx ? tx_cntr_ : rx_cntr_;
+  // Which side and counter the completion is for: our sends, writes, reads and atomics (the
+  // transmit CQ), our receives and the remote writes with CQ data at this target (the receive
+  // CQ), the remote reads (counters only).
+  const CntrKind kind = c.flags & FI_REMOTE_WRITE  ? CntrKind::kRemoteWrite
+                        : c.flags & FI_REMOTE_READ ? CntrKind::kRemoteRead
+                        : c.flags & FI_WRITE       ? CntrKind::kWrite
+                        : c.flags & FI_READ        ? CntrKind::kRead
+                        : c.flags & FI_SEND        ? CntrKind::kSend
+                                                   : CntrKind::kRecv;
+  const bool tx = kind == CntrKind::kSend || kind == CntrKind::kWrite || kind == CntrKind::kRead;
+  event::Cq* cq = tx ? tx_cq_ : kind == CntrKind::kRemoteRead ? nullptr : rx_cq_;
+  event::Cntr* cntr = cntrs_[static_cast<size_t>(kind)];
+  // The region's own counter (fi_mr_bind) counts what reached it.
+  if (c.region_cntr && c.count) static_cast<event::Cntr*>(c.region_cntr)->add(1);
   fi_addr_t src = FI_ADDR_NOTAVAIL;
   const wire::Address* from = !tx && c.src < peers_.size() ? &peers_[c.src].addr : nullptr;
   if (from && cfg_.source && av_)
     src = av_->reverse(from->ipv4_be, from->udp_port_be, from->ep_id_be);
   // FI_SOURCE_ERR: a message from an address the AV does not hold is an error whose err_data is
   // that address (fi_cq(3)), so that the application can insert it.
-  const bool unknown = !c.err && from && cfg_.source_err && src == FI_ADDR_NOTAVAIL;
+  const bool unknown =
+      !c.err && from && cfg_.source_err && src == FI_ADDR_NOTAVAIL && kind == CntrKind::kRecv;
   if (c.err || unknown) {
     if (cntr && c.count) cntr->add_err(1);
     if (!cq || !c.cq) return;

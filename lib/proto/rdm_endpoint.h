@@ -71,6 +71,10 @@ struct RdmEndpointStats {
   std::atomic<uint64_t> local_indirect_tx{0}, local_indirect_rx{0}, local_indirect_failed{0};
 };
 
+/// The counters an RDM endpoint can be bound to (fi_ep_bind flags FI_SEND, FI_RECV, FI_WRITE,
+/// FI_READ, FI_REMOTE_WRITE, FI_REMOTE_READ).
+enum class CntrKind : uint8_t { kSend, kRecv, kWrite, kRead, kRemoteWrite, kRemoteRead, kCount };
+
 class RdmEndpoint final : public Receiver, private rdm::CoreSink {
  public:
   struct Config {
@@ -88,6 +92,8 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   // ---- set-up (control path, before enable) ----
   void bind_cq(event::Cq* cq, bool tx, bool rx, bool selective) noexcept;
   void bind_cntr(event::Cntr* c, bool tx, bool rx) noexcept;
+  /// A counter of one kind (the RMA ones: writes, reads, remote writes and atomics, remote reads).
+  void bind_cntr(event::Cntr* c, CntrKind kind) noexcept;
   void bind_av(const AddressVector* av) noexcept { av_ = av; }
   Config& config() noexcept { return cfg_; }
   /// Makes the core (cfg_ as set by then). 0 or the core's error.
@@ -116,10 +122,10 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   wire::Address address() const noexcept;
 
   // ---- data path (application threads, after enable) ----
-  /// fi_send & co (op.dest is an fi_addr of the AV; op.completion as selective completion says).
-  /// -FI_EINVAL: NULL buffer with a length, or `dest` not in the AV; -FI_EMSGSIZE; -FI_EAGAIN:
-  /// tx_ops sends in progress, or no CQ room (RM); -FI_EHOSTUNREACH: the peer was declared
-  /// unreachable.
+  /// fi_send & co, and the RMA and atomic calls (op.kind; op.dest is an fi_addr of the AV;
+  /// op.completion as selective completion says). -FI_EINVAL: NULL buffer with a length, `dest`
+  /// not in the AV, or what RdmCore::send refuses; -FI_EMSGSIZE; -FI_EAGAIN: tx_ops operations in
+  /// progress, or no CQ room (RM); -FI_EHOSTUNREACH: the peer was declared unreachable.
   ssize_t send(rdm::SendOp op) noexcept;
   /// fi_recv & co (op.match.src is an fi_addr of the AV, or FI_ADDR_UNSPEC; op.completion as
   /// selective completion says). -FI_EINVAL for a
@@ -128,6 +134,12 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   ssize_t recv(rdm::RecvOp op) noexcept;
   /// fi_cancel of a posted receive. 0 or -FI_ENOENT.
   int cancel(void* context) noexcept;
+  /// FI_TRIGGER (fi_trigger(3), FI_TRIGGER_THRESHOLD): `op` is posted once `cntr`'s value reaches
+  /// `threshold` (checked after every call into the endpoint and every poll step). The checks of
+  /// send() apply when it is posted; an op the core refuses then completes as an error with its
+  /// context. 0; -FI_EINVAL for a NULL counter or buffer; -FI_EAGAIN when kMaxTriggered wait.
+  ssize_t trigger(const rdm::SendOp& op, event::Cntr* cntr, uint64_t threshold) noexcept;
+  static constexpr size_t kMaxTriggered = 1024;
 
   // ---- receive side (the port's RX owner) ----
   bool deliver(const wire::Frame& f, rte_mbuf* m) noexcept override;
@@ -208,6 +220,10 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   // RX owner: a kRdmIndirect packet (its data stays in the sender's memory): copied from there
   // straight into the receive's buffer (RdmCore::rdv_placement), then given to the core.
   bool deliver_indirect(const wire::Frame& f) noexcept;
+  // Under mu_: send() once the op's checks passed and the time is known.
+  ssize_t send_locked(rdm::SendOp op, uint64_t now) noexcept;
+  // Under mu_: posts the triggered operations whose counters reached their threshold.
+  void fire_triggered(uint64_t now) noexcept;
   void flush() noexcept;
 
   // rdm::CoreSink (under mu_)
@@ -222,8 +238,7 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   event::Cq* tx_cq_ = nullptr;
   event::Cq* rx_cq_ = nullptr;
   bool tx_selective_ = false, rx_selective_ = false;
-  event::Cntr* tx_cntr_ = nullptr;
-  event::Cntr* rx_cntr_ = nullptr;
+  event::Cntr* cntrs_[static_cast<size_t>(CntrKind::kCount)] = {};
   uint16_t udp_port_be_ = 0, ep_id_be_ = 0;
   // The link takes frames without UDP checksum and without offloads (memif, ring): frames are
   // built from each peer's HeaderTemplate (set with our address).
@@ -248,7 +263,14 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   uint32_t tx_peer_ = kNoPeer;         // ...and its peer id
   uint64_t rx_key_ = 0;                // key_of the last frame's source...
   uint32_t rx_peer_ = kNoPeer;         // ...and its peer id (kNoPeer: none yet)
-  rte_mbuf* txq_[kTxBurst] = {};       // frames built during the call in progress
+  struct Triggered {
+    rdm::SendOp op;
+    event::Cntr* cntr;
+    uint64_t threshold;
+    std::vector<uint8_t> compare;  // a compare atomic's values (the caller's may be gone)
+  };
+  std::vector<Triggered> triggered_;  // under mu_ (FI_TRIGGER), at most kMaxTriggered
+  rte_mbuf* txq_[kTxBurst] = {};      // frames built during the call in progress
   uint32_t txq_n_ = 0;
   // Under mu_: same-host peers whose node was found gone during the core call in progress (the
   // sink may not call back into the core): lost in finish().

@@ -198,12 +198,15 @@ def outer(typ, flags, payload_len, cq_data):
 
 def rdm(kind=1, flags=3, epoch=7, seq=5, ack=9, sack=6, window=64, reserved=0, msg_id=11,
         offset=0, length=12, tag=0x1234, cq_data=0x55, data=b"hello dpfab!", version=1, body=True,
-        outer_type=7, outer_flags=0, outer_cq_data=0):
-    """One rdm fuzz input: the 20-byte dpfab header, then the RDM header (rdm.h) and data."""
+        outer_type=7, outer_flags=0, outer_cq_data=0, rma=None):
+    """One rdm fuzz input: the 20-byte dpfab header, then the RDM header (rdm.h), its RMA extension
+    when `rma` = (key, addr, atomic_op, datatype, reserved, status), and data."""
     r = struct.pack("!BBHIIIQHHI", version, kind, flags, epoch, seq, ack, sack, window, reserved,
                     msg_id)
     if body:
         r += struct.pack("!QQQQ", offset, length, tag, cq_data)
+    if rma is not None:
+        r += struct.pack("!QQBBHI", *rma)
     r += data
     return outer(outer_type, outer_flags, len(r), outer_cq_data) + r
 
@@ -232,7 +235,7 @@ def rdm_corpus():
         "truncated--body": rdm()[:20 + 40],
         "version--2": rdm(version=2),
         "kind--0": rdm(kind=0),
-        "kind--6": rdm(kind=6),
+        "kind--11": rdm(kind=11),
         "flags--rnr-on-eager": rdm(flags=7),
         "epoch--zero": rdm(epoch=0),
         "reserved--set": rdm(reserved=1),
@@ -245,6 +248,46 @@ def rdm_corpus():
         "range--rts-offset": rdm(kind=3, offset=1, length=100, data=b""),
         "tag-field--untagged": rdm(flags=1),
         "cq-data-field--no-flag": rdm(flags=2),
+        # The RMA kinds (kWrite 6, kReadReq 7, kReadResp 8, kAtomic 9, kRmaResp 10).
+        "ok--write-segment": rdm(kind=6, flags=0x11, tag=0, offset=4, length=16,
+                                 rma=(0x1234, 0x1000, 0, 0, 0, 0)),
+        "ok--write-empty": rdm(kind=6, flags=0, tag=0, cq_data=0, length=0, data=b"",
+                               rma=(1, 2, 0, 0, 0, 0)),
+        "ok--read-request": rdm(kind=7, flags=0, tag=0, cq_data=0, length=1 << 20, data=b"",
+                                rma=(0x1234, 0x1000, 0, 0, 0, 0)),
+        "ok--read-response": rdm(kind=8, flags=8, tag=0, cq_data=0, offset=8, length=20),
+        "ok--atomic-fetch-add": rdm(kind=9, flags=0x20, tag=0, cq_data=0, length=8,
+                                    data=struct.pack("<Q", 1), rma=(5, 64, 2, 7, 0, 0)),
+        "ok--atomic-compare": rdm(kind=9, flags=0x40, tag=0, cq_data=0, length=16,
+                                  data=bytes(16), rma=(5, 64, 12, 7, 0, 0)),
+        "ok--response-error": rdm(kind=10, flags=0, tag=0, cq_data=0, length=0, data=b"",
+                                  rma=(0, 0, 0, 0, 0, 13)),
+        "ok--response-fetched": rdm(kind=10, flags=0, tag=0, cq_data=0, length=8, data=bytes(8),
+                                    rma=(0, 0, 0, 0, 0, 0)),
+        "truncated--rma-extension": rdm(kind=6, flags=0, tag=0, cq_data=0, data=b"",
+                                        length=0, rma=(1, 2, 0, 0, 0, 0))[:20 + 80],
+        "flags--tagged-write": rdm(kind=6, flags=2, length=12, rma=(1, 2, 0, 0, 0, 0)),
+        "flags--ack-request-on-read-request": rdm(kind=7, flags=8, tag=0, cq_data=0, data=b"",
+                                                  length=4, rma=(1, 2, 0, 0, 0, 0)),
+        "reserved--rma-extension": rdm(kind=6, flags=0, tag=0, cq_data=0,
+                                       rma=(1, 2, 0, 0, 1, 0)),
+        "rma-fields--op-on-write": rdm(kind=6, flags=0, tag=0, cq_data=0, rma=(1, 2, 3, 0, 0, 0)),
+        "rma-fields--atomic-op-19": rdm(kind=9, flags=0, tag=0, cq_data=0, length=8,
+                                        data=bytes(8), rma=(1, 2, 19, 7, 0, 0)),
+        "rma-fields--datatype-16": rdm(kind=9, flags=0, tag=0, cq_data=0, length=8,
+                                       data=bytes(8), rma=(1, 2, 2, 16, 0, 0)),
+        "rma-fields--fetch-and-compare": rdm(kind=9, flags=0x60, tag=0, cq_data=0, length=8,
+                                             data=bytes(8), rma=(1, 2, 2, 7, 0, 0)),
+        "rma-fields--status-on-write": rdm(kind=6, flags=0, tag=0, cq_data=0,
+                                           rma=(1, 2, 0, 0, 0, 5)),
+        "rma-fields--key-on-response": rdm(kind=10, flags=0, tag=0, cq_data=0, length=0,
+                                           data=b"", rma=(1, 0, 0, 0, 0, 0)),
+        "range--atomic-partial": rdm(kind=9, flags=0, tag=0, cq_data=0, length=16, data=bytes(8),
+                                     rma=(1, 2, 2, 7, 0, 0)),
+        "data-length--atomic-empty": rdm(kind=9, flags=0, tag=0, cq_data=0, length=0, data=b"",
+                                         rma=(1, 2, 2, 7, 0, 0)),
+        "data-length--read-request-with-data": rdm(kind=7, flags=0, tag=0, cq_data=0,
+                                                   length=12, rma=(1, 2, 0, 0, 0, 0)),
     }
 
 
@@ -431,6 +474,44 @@ def address_corpus():
     }
 
 
+def rma_frame(kind, seq, key_region=None, addr_region=None, off=16, flags=0, msg_id=1,
+              offset=0, length=0, data=b"", atomic_op=0, datatype=0, cq_data=0, peer=0):
+    """An RMA frame from a peer of the rma target (rma_fuzz.cc): `key_region`/`addr_region` name a
+    region of the script (the target substitutes its key and its address + off - 16)."""
+    key = (key_region << 56 | 0xee << 48) if key_region is not None else 0x12345
+    addr = (addr_region << 56 | 0xee << 48 | off) if addr_region is not None else 0x999
+    payload = rdm(kind=kind, flags=flags, seq=seq, ack=0, sack=0, msg_id=msg_id, offset=offset,
+                  length=length, tag=0, cq_data=cq_data, data=data,
+                  rma=(key, addr, atomic_op, datatype, 0, 0))[20:]
+    return struct.pack("!BBH", 0, peer, len(payload)) + payload
+
+
+def rma_region(size=256, access=3):
+    return struct.pack("!BHB", 1, size, access)
+
+
+def rma_corpus():
+    """Scripts for the rma target (rma_fuzz.cc): one command byte, then arguments."""
+    t = core_time(100)
+    return {
+        "none--write-read-atomic": rma_region() + rma_frame(6, 0, 0, 0, 16, length=8, data=bytes(8))
+        + rma_frame(7, 1, 0, 0, 16, msg_id=2, length=64) + t
+        + rma_frame(9, 2, 0, 0, 24, flags=0x20, msg_id=3, length=8, data=struct.pack("<Q", 5),
+                    atomic_op=2, datatype=7) + t + core_time(2000),
+        "none--write-past-the-end": rma_region(64) + rma_frame(6, 0, 0, 0, 16 + 60, length=8,
+                                                                data=bytes(8)) + t,
+        "none--write-to-read-only": rma_region(64, 1) + rma_frame(6, 0, 0, 0, 16, length=8,
+                                                                   data=b"abcdefgh") + t,
+        "none--closed-region": rma_region(64) + struct.pack("!BB", 2, 0)
+        + rma_frame(6, 0, 0, 0, 16, length=8, data=bytes(8)) + t,
+        "none--large-read-then-write": rma_region(4000) + rma_frame(7, 0, 0, 0, 16, length=4000)
+        + rma_frame(6, 1, 0, 0, 16, msg_id=2, length=8, data=bytes(8)) + t + core_time(5000),
+        "none--our-ops-then-silence": rma_region() + struct.pack("!BBBHHB", 4, 0, 0, 0, 100, 0)
+        + struct.pack("!BBBHHB", 4, 1, 0, 0, 5000, 1) + struct.pack("!BBBHHB", 4, 2, 0, 0, 8, 0)
+        + t + core_time(3000),
+    }
+
+
 def write(target, corpus):
     d = os.path.join(HERE, "corpus", target)
     shutil.rmtree(d, ignore_errors=True)
@@ -450,3 +531,4 @@ if __name__ == "__main__":
     write("shm-ring", shm_ring_corpus())
     write("shm-hello", shm_hello_corpus())
     write("address", address_corpus())
+    write("rma", rma_corpus())

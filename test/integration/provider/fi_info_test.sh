@@ -51,12 +51,19 @@ check "fi_info -p tcp works with our plugin present (rc=$rc)" test "$rc" -eq 0
 # Hints naming dpdk start EAL, unless they ask for what dpdk never offers (an endpoint type or a
 # primary capability it lacks): such a process must not bring up DPDK and its ports (on a role=auto
 # memif socket it would take a later process's place).
-for ask in "-t FI_EP_MSG -c FI_RMA" "-c FI_RMA" "-t FI_EP_RDM -c FI_ATOMIC"; do
+for ask in "-t FI_EP_DGRAM -c FI_RMA" "-t FI_EP_DGRAM -c FI_ATOMIC"; do
   # shellcheck disable=SC2086
   FI_LOG_LEVEL=info FI_DPDK_PORTS=net_null0 stock timeout 60 fi_info -p dpdk $ask >"$out" 2>"$err"
   rc=$?
   check "fi_info -p dpdk $ask: no infos (rc=$rc)" test "$rc" -ne 0 -a "$rc" -lt 128
   check "fi_info -p dpdk $ask: EAL not started" bash -c "! grep -q 'starting EAL' '$err'"
+done
+# RMA and atomics: on FI_EP_RDM and FI_EP_MSG.
+for ask in "-t FI_EP_MSG -c FI_RMA" "-c FI_RMA" "-t FI_EP_RDM -c FI_ATOMIC"; do
+  # shellcheck disable=SC2086
+  FI_DPDK_PORTS=net_null0 stock timeout 60 fi_info -p dpdk $ask >"$out" 2>"$err"
+  rc=$?
+  check "fi_info -p dpdk $ask: dpdk offers it (rc=$rc)" grep -q '^provider: dpdk$' "$out"
 done
 FI_LOG_LEVEL=info FI_DPDK_PORTS=net_null0 stock timeout 60 fi_info -p dpdk -t FI_EP_RDM \
   >"$out" 2>"$err"; rc=$?

@@ -151,7 +151,7 @@ TEST(RdmHeader, EveryRejectReason) {
   EXPECT_EQ(decode(std::vector<uint8_t>(good.begin(), good.begin() + 63)), RdmVerdict::kTruncated);
   EXPECT_EQ(mutate([](auto& p) { p[0] = 2; }), RdmVerdict::kVersion);
   EXPECT_EQ(mutate([](auto& p) { p[1] = 0; }), RdmVerdict::kKind);
-  EXPECT_EQ(mutate([](auto& p) { p[1] = 6; }), RdmVerdict::kKind);
+  EXPECT_EQ(mutate([](auto& p) { p[1] = kRdmKindMax + 1; }), RdmVerdict::kKind);
   EXPECT_EQ(mutate([](auto& p) { p[3] |= kRdmRnr; }), RdmVerdict::kFlags);
   EXPECT_EQ(mutate([](auto& p) { p[2] = 0x80; }), RdmVerdict::kFlags);
   EXPECT_EQ(mutate([](auto& p) { std::memset(&p[4], 0, 4); }), RdmVerdict::kEpoch);
