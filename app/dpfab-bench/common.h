@@ -43,6 +43,21 @@ inline std::string workload_name(Workload w) {
   return std::string(kWorkloadNames[static_cast<int>(w)]);
 }
 
+// ---- providers and their labels ---------------------------------------------------------------
+
+/// The dpdk provider runs as two labelled pairs, one per path between two processes of one host
+/// (README, "dpfab-bench"): "dpdk-port" over its port (a memif link of its own unless
+/// --dpdk-ports says otherwise), with the same-host path off (FI_DPDK_SHM=off): what the DPDK data
+/// path costs; "dpdk-shm" over the same-host path (shared memory, FI_DPDK_SHM=on). "dpdk" in -p
+/// stands for both. Every other label is the libfabric provider of that name.
+inline constexpr std::string_view kDpdkPort = "dpdk-port", kDpdkShm = "dpdk-shm";
+/// The libfabric provider a label runs ("dpdk" for both dpdk labels).
+inline std::string fabric_provider(const std::string& label) {
+  return label == kDpdkPort || label == kDpdkShm ? std::string("dpdk") : label;
+}
+/// -p's list with "dpdk" expanded to its two labels (in place, without duplicates).
+std::vector<std::string> expand_providers(const std::vector<std::string>& in);
+
 // ---- options ----------------------------------------------------------------------------------
 
 /// Everything that decides what is measured. main.cc fills it from the command line; the

@@ -482,7 +482,7 @@ int run_server(const Options& o, const std::string& oob_path) {
       std::string ep_type = msg->value("ep", ""), why;
       const bool rma = msg->value("rma", false);
       const size_t buf = msg->value("buf", size_t{kMinSize});
-      InfoPtr info = choose_info(provider, ep_type, o.layered, o.iface, &why, rma);
+      InfoPtr info = choose_info(fabric_provider(provider), ep_type, o.layered, o.iface, &why, rma);
       std::string e =
           info ? ep->open(info.get(), parse_mode(msg->value("mode", "spin")).value_or(Mode::kSpin),
                           buf, msg->value("wait_on", "cq") == "cntr")
@@ -569,7 +569,7 @@ class Client {
     json absent = json::object();
     for (const auto& t : o_.ep_types) {
       std::string why;
-      InfoPtr info = choose_info(provider, t, o_.layered, o_.iface, &why);
+      InfoPtr info = choose_info(fabric_provider(provider), t, o_.layered, o_.iface, &why);
       if (info)
         groups.emplace_back(t, std::move(info));
       else

@@ -156,20 +156,20 @@ void print_rma_comparison(FILE* out, const json& records) {
       const uint64_t size = r.value("size", uint64_t{0});
       at[{g, size}] = r[field].get<double>();
       sizes.insert(size);
-      if (r.value("provider", "") != "dpdk" &&
+      if (r.value("provider", "").rfind("dpdk", 0) != 0 &&
           std::find(others.begin(), others.end(), g) == others.end())
         others.push_back(g);
     }
-    for (std::string ep : {"rdm", "msg"}) {
-      const std::string d = "dpdk/" + ep;
+    // Each dpdk label (common.h: over its port, over the same-host path) against the others.
+    for (std::string d : {"dpdk-port/rdm", "dpdk-port/msg", "dpdk-shm/rdm", "dpdk-shm/msg"}) {
       bool any = false;
       for (uint64_t size : sizes) any |= at.count({d, size}) > 0;
       if (!any || others.empty()) continue;
-      std::fprintf(out, "\n== %s %s: dpdk/%s value and dpdk/other ratio, same run\n", w.c_str(),
+      std::fprintf(out, "\n== %s %s: %s value and %s/other ratio, same run\n", w.c_str(),
                    w == "rma-bw"   ? "bandwidth (10^6 B/s)"
                    : w == "atomic" ? "rate (atomics/s)"
                                    : "p50 latency us",
-                   ep.c_str());
+                   d.c_str(), d.c_str());
       std::fprintf(out, "%8s %10s", "size", "dpdk");
       for (const auto& g : others) std::fprintf(out, "  %-16s", g.c_str());
       std::fprintf(out, "\n");
@@ -193,64 +193,80 @@ void print_rma_comparison(FILE* out, const json& records) {
 
 }  // namespace
 
+// For each dpdk label (common.h: dpdk-shm, dpdk-port), its RDM group (else DGRAM) against every
+// other provider's groups, same mode and size, from one run.
 void print_comparison(FILE* out, const json& records) {
   print_rma_comparison(out, records);
   uint64_t size = first_size(records);
   for (std::string w : {"pingpong", "wakeup"}) {
     // (group, mode) -> record, for this workload and size.
     std::map<std::pair<std::string, std::string>, const json*> at;
-    std::vector<std::string> others;
+    std::vector<std::string> others, dpdk_groups;
     for (const auto& r : records) {
       if (r.value("workload", "") != w || r.value("size", uint64_t{0}) != size || !ok(r)) continue;
       at[{group_name(r), mode_label(r)}] = &r;
       std::string g = group_name(r);
-      if (r.value("provider", "") != "dpdk" &&
+      if (r.value("provider", "").rfind("dpdk", 0) != 0 &&
           std::find(others.begin(), others.end(), g) == others.end())
         others.push_back(g);
     }
-    std::vector<const json*> dpdk;
-    for (std::string prefix : {"", "cntr-"})
-      for (auto m : kModeNames)
-        if (auto it = at.find({"dpdk/dgram", prefix + std::string(m)}); it != at.end())
-          dpdk.push_back(it->second);
-    if (dpdk.empty() || others.empty()) continue;
-    for (const char* field : {"lat_p50_us", "cpu_us_per_msg", "os_wakeups_per_msg"}) {
-      const std::string f = field;
-      std::fprintf(out,
-                   "\n== dpdk/dgram vs stock, %s %llu B, %s: dpdk value and dpdk/other "
-                   "ratio, same mode [other's spin]\n",
-                   w.c_str(), static_cast<unsigned long long>(size),
-                   f == "lat_p50_us"       ? "p50 latency us"
-                   : f == "cpu_us_per_msg" ? "CPU us per message"
-                                           : "OS wakeups per message (voluntary context switches "
-                                             "of both processes)");
-      std::fprintf(out, "%-12s %9s", "mode", "dpdk");
-      for (const auto& g : others) std::fprintf(out, "  %-19s", g.c_str());
-      std::fprintf(out, "\n");
-      for (const json* d : dpdk) {
-        std::string mode = mode_label(*d);
-        std::fprintf(out, "%-12s %9s", mode.c_str(), num((*d)[field]).c_str());
-        double dv = (*d)[field].is_number() ? (*d)[field].get<double>() : NAN;
-        for (const auto& g : others) {
-          auto ratio = [&](const std::string& m) -> std::string {
-            auto it = at.find({g, m});
-            if (it == at.end() || !(*it->second)[field].is_number()) return "n/a";
-            double ov = (*it->second)[field].get<double>();
-            if (ov <= 0 || std::isnan(dv)) return "n/a";
-            double q = dv / ov;
-            char b[32];
-            std::snprintf(b, sizeof(b),
-                          q >= 100   ? "x%.0f"
-                          : q >= 10  ? "x%.1f"
-                          : q >= 0.1 ? "x%.2f"
-                                     : "x%.2g",
-                          q);
-            return b;
-          };
-          std::string cell = ratio(mode) + " [" + ratio("spin") + "]";
-          std::fprintf(out, "  %-19s", cell.c_str());
+    for (std::string label : {std::string(kDpdkShm), std::string(kDpdkPort), std::string("dpdk")}) {
+      for (std::string ep : {"rdm", "dgram"}) {
+        const std::string g = label + "/" + ep;
+        bool any = false;
+        for (const auto& [k, v] : at) any |= k.first == g;
+        if (any) {
+          dpdk_groups.push_back(g);
+          break;
         }
+      }
+    }
+    if (dpdk_groups.empty() || others.empty()) continue;
+    for (const std::string& ref : dpdk_groups) {
+      std::vector<const json*> dpdk;
+      for (std::string prefix : {"", "cntr-"})
+        for (auto m : kModeNames)
+          if (auto it = at.find({ref, prefix + std::string(m)}); it != at.end())
+            dpdk.push_back(it->second);
+      for (const char* field : {"lat_p50_us", "cpu_us_per_msg", "os_wakeups_per_msg"}) {
+        const std::string f = field;
+        std::fprintf(out,
+                     "\n== %s vs stock, %s %llu B, %s: %s value and %s/other ratio, same mode "
+                     "[other's spin]\n",
+                     ref.c_str(), w.c_str(), static_cast<unsigned long long>(size),
+                     f == "lat_p50_us"       ? "p50 latency us"
+                     : f == "cpu_us_per_msg" ? "CPU us per message"
+                                             : "OS wakeups per message (voluntary context "
+                                               "switches of both processes)",
+                     ref.c_str(), ref.c_str());
+        std::fprintf(out, "%-12s %9s", "mode", "value");
+        for (const auto& g : others) std::fprintf(out, "  %-19s", g.c_str());
         std::fprintf(out, "\n");
+        for (const json* d : dpdk) {
+          std::string mode = mode_label(*d);
+          std::fprintf(out, "%-12s %9s", mode.c_str(), num((*d)[field]).c_str());
+          double dv = (*d)[field].is_number() ? (*d)[field].get<double>() : NAN;
+          for (const auto& g : others) {
+            auto ratio = [&](const std::string& m) -> std::string {
+              auto it = at.find({g, m});
+              if (it == at.end() || !(*it->second)[field].is_number()) return "n/a";
+              double ov = (*it->second)[field].get<double>();
+              if (ov <= 0 || std::isnan(dv)) return "n/a";
+              double q = dv / ov;
+              char b[32];
+              std::snprintf(b, sizeof(b),
+                            q >= 100   ? "x%.0f"
+                            : q >= 10  ? "x%.1f"
+                            : q >= 0.1 ? "x%.2f"
+                                       : "x%.2g",
+                            q);
+              return b;
+            };
+            std::string cell = ratio(mode) + " [" + ratio("spin") + "]";
+            std::fprintf(out, "  %-19s", cell.c_str());
+          }
+          std::fprintf(out, "\n");
+        }
       }
     }
   }

@@ -403,9 +403,24 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
 
     fi_info* head = nullptr;
     fi_info** tail = &head;
-    const auto& open_ports = port::ports();
+    // The domains: the ports opened (once the runtime runs: a memif port two other processes
+    // hold is not among them, and a process without a port has the placeholder "shm"), else the
+    // configured ones (and "shm" when none is configured and the same-host path is on).
+    struct Dom {
+      std::string name;
+      const port::Port* port;
+      std::optional<config::Ipv4Prefix> ipv4;
+    };
+    std::vector<Dom> doms;
+    if (const auto& open_ports = port::ports(); !open_ports.empty()) {
+      for (const auto& p : open_ports) doms.push_back({p->info().name, p.get(), std::nullopt});
+    } else {
+      for (size_t i = 0; i < cfg->ports.size(); ++i)
+        doms.push_back({cfg->ports[i].substr(0, cfg->ports[i].find(',')), nullptr, cfg->ipv4[i]});
+      if (doms.empty() && cfg->shm) doms.push_back({"shm", nullptr, std::nullopt});
+    }
     constexpr size_t kPerPort = std::size(kTypes);
-    for (size_t k = 0; k < kPerPort * cfg->ports.size(); ++k) {
+    for (size_t k = 0; k < kPerPort * doms.size(); ++k) {
       const size_t i = k / kPerPort;
       const fi_ep_type type = kTypes[k % kPerPort];
       // A loopback node names this host (fi_dpdk(7), "Loopback addresses"): as a source, the
@@ -414,9 +429,8 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
       // address); RDM and DGRAM peers are named by their own addresses.
       const bool loopback_ok = type == FI_EP_MSG;
       if (node && !loopback_ok && wire::is_loopback_ipv4(where->first)) continue;
-      const port::Port* p = i < open_ports.size() ? open_ports[i].get() : nullptr;
-      std::string domain_name =
-          p ? p->info().name : cfg->ports[i].substr(0, cfg->ports[i].find(','));
+      const port::Port* p = doms[i].port;
+      const std::string& domain_name = doms[i].name;
       size_t mtu = p && p->info().mtu ? p->info().mtu : kDefaultMtu;
 
       fi_info* out = fi_allocinfo();
@@ -435,8 +449,12 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
       if (p) {
         std::memcpy(self.mac, p->info().mac.addr_bytes, 6);
         self.ipv4_be = htonl(p->info().ipv4);
-      } else if (cfg->ipv4[i]) {
-        self.ipv4_be = htonl(cfg->ipv4[i]->addr);
+        // With the same-host path, names carry the host part: src_addrlen is the size
+        // fi_getname gives (32 bytes; 16 without).
+        if (auto e = progress::PortEngine::of(const_cast<port::Port*>(p)))
+          (*e)->set_host_part(self);
+      } else if (doms[i].ipv4) {
+        self.ipv4_be = htonl(doms[i].ipv4->addr);
       }
       if (hint_src) {
         if (p && hint_src->ipv4_be && hint_src->ipv4_be != self.ipv4_be &&

@@ -78,13 +78,8 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain, void* co
   return guard("fi_domain", [&]() -> int {
     if (!fabric || !info || !domain) return -FI_EINVAL;
     auto* fab = container_of_fid<Fabric>(&fabric->fid);
-    port::Port* found = nullptr;
     const char* want = info->domain_attr ? info->domain_attr->name : nullptr;
-    for (const auto& p : port::ports())
-      if (!want || p->info().name == want) {
-        found = p.get();
-        break;
-      }
+    port::Port* found = find_domain_port(want);
     if (!found) {
       DPFAB_WARN(FI_LOG_DOMAIN, "no port named '%s' (domains are the configured ports)",
                  want ? want : "(null)");

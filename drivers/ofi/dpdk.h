@@ -89,6 +89,12 @@ Result<const config::Config*> start_runtime();
 /// The configuration the runtime started with, or nullptr before start_runtime succeeded.
 const config::Config* runtime_config() noexcept;
 
+/// The open port behind the domain name `want` (nullptr: the first). An info taken before the
+/// runtime started names the configured ports; a configured port this process could not open (a
+/// memif link two others hold) stands for its placeholder "shm" when there is one, so the same
+/// info works in every process of a job. nullptr when none fits.
+port::Port* find_domain_port(const char* want) noexcept;
+
 // ---- getinfo -------------------------------------------------------------------------------
 
 int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,

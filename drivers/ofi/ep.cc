@@ -311,8 +311,8 @@ int ep_getname(fid* f, void* addr, size_t* addrlen) noexcept {
   wire::Address a = e->address();
   if (!e->enabled) a.udp_port_be = e->udp_port_be, a.ep_id_be = e->ep_id_be;
   size_t have = *addrlen;
-  *addrlen = sizeof(a);
-  if (!addr || have < sizeof(a)) return -FI_ETOOSMALL;
+  *addrlen = wire::address_len(a, e->format);
+  if (!addr || have < *addrlen) return -FI_ETOOSMALL;
   wire::write_address(a, e->format, addr, have);
   return FI_SUCCESS;
 }

@@ -195,8 +195,8 @@ int msg_getpeer(fid_ep* f, void* addr, size_t* addrlen) noexcept {
   std::optional<wire::Address> a = e->enabled ? e->msg->peer() : std::nullopt;
   if (!a) return -FI_ENOTCONN;
   const size_t have = *addrlen;
-  *addrlen = sizeof(*a);
-  if (!addr || have < sizeof(*a)) return -FI_ETOOSMALL;
+  *addrlen = wire::address_len(*a, e->format);  // 16 bytes without a host part
+  if (!addr || have < *addrlen) return -FI_ETOOSMALL;
   wire::write_address(*a, e->format, addr, have);
   return FI_SUCCESS;
 }

@@ -23,7 +23,7 @@ namespace {
 constexpr const char* kSection = "dpdk";
 
 // The single list of keys. config/dpfab.conf must show the same defaults; a unit test checks it.
-constexpr std::array<KeyInfo, 22> kKeys{{
+constexpr std::array<KeyInfo, 26> kKeys{{
     {"config", "",
      "Path of the configuration file to read instead of the installed default (dpfab.conf)."},
     {"eal_args", "--no-huge --no-shconf --no-pci -m 48 --log-level=*:warning",
@@ -67,6 +67,22 @@ constexpr std::array<KeyInfo, 22> kKeys{{
      "UDP checksum of the frames sent: 'auto' leaves it out (0, 'none computed', RFC 768) on "
      "memif and ring ports, whose frames never leave this host's memory, and computes it on "
      "every other port; 'on' computes it everywhere."},
+    {"shm", "on",
+     "The same-host path: 'on' reaches endpoints of other processes on this host through shared "
+     "memory instead of the ports (and gives a process without a port of its own a domain that "
+     "reaches them); 'off' sends everything through the ports (to test a NIC's own path)."},
+    {"shm_dir", "",
+     "Where the same-host path's segments live: empty = anonymous memory (sealed memfds; nothing "
+     "is ever left in /dev/shm); a directory (/dev/shm, a hugetlbfs mount) = files there, mode "
+     "0600, removed as soon as both ends mapped them (leftovers of killed processes are removed "
+     "by the next process)."},
+    {"shm_ring_kb", "128",
+     "KiB of each ring of a same-host link (one per direction and pair of processes): a power of "
+     "two from 4 to 65536."},
+    {"shm_cma", "on",
+     "Same-host messages of a rendezvous (larger than 16 KiB) are copied once, by the receiver, "
+     "from the sender's memory (process_vm_readv) where the kernel allows it; 'off' copies them "
+     "through the rings."},
     {"mr_keys", "provider",
      "Memory regions (FI_RMA, FI_ATOMIC): 'provider' gives them provider keys (unguessable) and "
      "virtual addresses wherever the application's mr_mode offers FI_MR_PROV_KEY and "
@@ -368,6 +384,16 @@ Result<Config> load(const EnvLookup& env, const std::string& default_file) {
     } else if (v.key == "udp_checksum") {
       if (v.text != "auto" && v.text != "on") return bad(v, "not 'auto' or 'on'");
       cfg.udp_checksum_always = v.text == "on";
+    } else if (v.key == "shm" || v.key == "shm_cma") {
+      if (v.text != "on" && v.text != "off") return bad(v, "not 'on' or 'off'");
+      (v.key == "shm" ? cfg.shm : cfg.shm_cma) = v.text == "on";
+    } else if (v.key == "shm_dir") {
+      if (!v.text.empty() && v.text.front() != '/') return bad(v, "not an absolute directory");
+      cfg.shm_dir = v.text;
+    } else if (v.key == "shm_ring_kb") {
+      auto n = int_in_range(v, 4, 65536);
+      if (!n || (*n & (*n - 1)) != 0) return bad(v, "not a power of two from 4 to 65536");
+      cfg.shm_ring_kb = static_cast<uint32_t>(*n);
     } else if (v.key.starts_with("fault_") && v.key != "fault_seed") {
       auto p = probability(v);
       if (!p) return p.error();

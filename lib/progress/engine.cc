@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "wait/wake_batch.h"
 #include "wire/multicast.h"
+#include "wire/rdm.h"
 
 namespace dpfab::progress {
 namespace {
@@ -52,13 +53,14 @@ PortEngine::PortEngine(port::Port* p)
       demux_(new std::atomic<proto::Receiver*>[65536]) {
   for (size_t i = 0; i < 65536; ++i) demux_[i].store(nullptr, std::memory_order_relaxed);
   wake_.init(port_id_, p->info().rx_interrupt);
+  if (p->info().placeholder) wake_.set_no_rx();  // nothing arrives on it: nothing to poll
   // Receivers' backlogs may hold at most half the pool; the other half is left to the PMD's
   // receive ring and to transmit (fi_dpdk(7), FI_DPDK_MBUFS).
   set_held_limit(p->mempool()->size / 2);
   memif_ = p->info().driver == "net_memif";
   stopped_ = p->info().created && !p->device_started();  // no bursts until a restart succeeds
   // udp_checksum = auto (set_udp_checksum): none on links that stay in this host's memory.
-  tx_caps_.udp_none = memif_ || p->info().driver == "net_ring";
+  tx_caps_.udp_none = memif_ || p->info().driver == "net_ring" || p->info().placeholder;
   loopback_alias_ = memif_ || p->info().driver == "net_ring";
   shared_link_ = p->info().driver == "net_af_packet" || p->info().driver == "net_af_xdp";
   prefault_pending_ = memif_;
@@ -255,10 +257,15 @@ uint16_t PortEngine::transmit(rte_mbuf** frames, uint16_t n) noexcept {
   return sent;
 }
 
-PortEngine::Handled PortEngine::handle(rte_mbuf* m) noexcept {
+PortEngine::Handled PortEngine::handle(rte_mbuf* m, const shm::Conn* from) noexcept {
   wire::Frame f;
   switch (wire::decode_mbuf(m, &f, decode_)) {
     case wire::Verdict::kData: {
+      if (from) {  // through the same-host path: replies go back the same way
+        f.src_host_be = local_host_be_;
+        f.src_node_be = rte_cpu_to_be_32(from->node());
+        f.src_nonce_be = rte_cpu_to_be_32(from->nonce());
+      }
       if (unlikely(wire::is_multicast_ipv4(f.dst_ip_be))) return deliver_group(f, m);
       if (unlikely((f.dst_ip_be != ipv4_be_ &&
                     !(loopback_alias_ && wire::is_loopback_ipv4(f.dst_ip_be))) ||
@@ -341,7 +348,7 @@ size_t PortEngine::progress() noexcept {
   return n < 0 ? 0 : static_cast<size_t>(n);
 }
 
-long PortEngine::poll_step(uint16_t* received) noexcept {
+long PortEngine::poll_step(uint16_t* received, uint16_t* local_received) noexcept {
   // Wake-ups the step decides on (CQ raises, kicks of the replies it sends) are made at its end
   // (wait/wake_batch.h): opened first. A poll step is never run inside another batch (a core
   // lock's), whose calls would wait for that batch's end.
@@ -372,6 +379,10 @@ long PortEngine::poll_step(uint16_t* received) noexcept {
     if (h != Handled::kKept) done_[done++] = pkts[i];
   }
   if (done) done_n_.store(done, std::memory_order_relaxed);
+  // The same-host path (shm/node.h): what peers of this host sent through shared memory.
+  const auto local = static_cast<uint16_t>(local_node_ ? poll_local(&delivered) : 0);
+  *received += local;
+  if (local_received) *local_received = local;
   if ((++polls_ & 255) == 0 || (n == 0 && neigh_pending_.load(std::memory_order_relaxed))) {
     tick_neighbours();
     check_link();
@@ -389,6 +400,108 @@ long PortEngine::poll_step(uint16_t* received) noexcept {
   return static_cast<long>(delivered);
 }
 
+// ---- the same-host path ------------------------------------------------------------------------
+
+int PortEngine::attach_local(const shm::NodeConfig& cfg, bool derive_address) noexcept {
+  if (local_node_) return 0;
+  auto n = shm::Node::open(cfg, port_->info().mac.addr_bytes, ipv4_be_, derive_address);
+  if (!n) {
+    DPFAB_WARN(FI_LOG_CORE, "port %s: no same-host path: %s", port_->info().name.c_str(),
+               n.error().message.c_str());
+    return n.code();
+  }
+  local_node_ = std::move(n.value());
+  if (derive_address) {
+    // The placeholder port takes the node's address: unique on this host.
+    rte_ether_addr mac;
+    std::memcpy(mac.addr_bytes, local_node_->mac(), 6);
+    port_->set_address(mac, rte_be_to_cpu_32(local_node_->ipv4_be()));
+    ipv4_be_ = local_node_->ipv4_be();
+  }
+  local_host_be_ = rte_cpu_to_be_64(local_node_->host());
+  set_local(local_node_.get());
+  wake_.attach_local(local_node_.get());
+  return 0;
+}
+
+size_t PortEngine::poll_local(size_t* delivered) noexcept {
+  return local_node_->poll(
+      kBurst,
+      [&](const shm::Conn& c, const shm::RecordHeader& h, const uint8_t* p) {
+        *delivered += handle_record(c, h, p) == Handled::kDelivered;
+      },
+      [&](const shm::Conn& c) { local_lost(c); });
+}
+
+PortEngine::Handled PortEngine::handle_record(const shm::Conn& c, const shm::RecordHeader& h,
+                                              const uint8_t* payload) noexcept {
+  switch (h.kind) {
+    case shm::RecordKind::kFrame: {
+      // A frame as the port would carry it: copied into an mbuf (a receiver may hold it, and the
+      // peer may rewrite its ring meanwhile), then decoded and delivered as the port's are.
+      bump(stats_.local_frames);
+      rte_mbuf* m = rte_pktmbuf_alloc(port_->mempool());
+      if (!m) {
+        bump(stats_.local_no_mbuf);
+        return Handled::kFree;
+      }
+      char* d = h.len <= rte_pktmbuf_tailroom(m)
+                    ? rte_pktmbuf_append(m, static_cast<uint16_t>(h.len))
+                    : nullptr;
+      if (!d) {
+        rte_pktmbuf_free(m);
+        bump(stats_.local_rejected);
+        return Handled::kFree;
+      }
+      std::memcpy(d, payload, h.len);
+      const Handled r = handle(m, &c);
+      if (r != Handled::kKept) rte_pktmbuf_free(m);
+      return r;
+    }
+    case shm::RecordKind::kRdm:
+    case shm::RecordKind::kRdmIndirect: {
+      // An RDM packet: the frame it stands for, without Ethernet, IPv4 and UDP; the receiver
+      // decodes the RDM header (wire::decode_rdm, which rejects what is malformed) and copies
+      // what it keeps before the ring slot is released.
+      bump(stats_.local_rdm);
+      proto::Receiver* r = demux_[rte_be_to_cpu_16(h.dst_port_be)].load(std::memory_order_acquire);
+      if (!r) {
+        bump(stats_.local_no_listener);
+        return Handled::kFree;
+      }
+      wire::Frame f;
+      f.dst_mac = port_->info().mac;
+      std::memcpy(f.src_mac.addr_bytes, c.mac(), 6);
+      f.src_ip_be = c.ipv4_be();
+      f.dst_ip_be = ipv4_be_;
+      f.src_port_be = h.src_port_be;
+      f.dst_port_be = h.dst_port_be;
+      f.header = wire::rdm_outer_header(h.src_ep, h.dst_ep, h.len);
+      f.payload_len = h.len;
+      f.payload = payload;
+      f.src_host_be = local_host_be_;
+      f.src_node_be = rte_cpu_to_be_32(c.node());
+      f.src_nonce_be = rte_cpu_to_be_32(c.nonce());
+      f.src_link = &c;
+      f.indirect = h.kind == shm::RecordKind::kRdmIndirect;
+      r->deliver(f, nullptr);  // without an mbuf nothing is kept
+      return Handled::kDelivered;
+    }
+    default:
+      bump(stats_.local_rejected);
+      return Handled::kFree;
+  }
+}
+
+void PortEngine::local_lost(const shm::Conn& c) noexcept {
+  bump(stats_.local_lost);
+  const uint32_t node_be = rte_cpu_to_be_32(c.node()), nonce_be = rte_cpu_to_be_32(c.nonce());
+  const size_t used = receivers_used_.load(std::memory_order_acquire);
+  for (size_t i = 0; i < used; ++i)
+    if (proto::Receiver* r = receivers_[i].load(std::memory_order_acquire))
+      r->link_lost(node_be, nonce_be);
+}
+
 bool PortEngine::prepare_sleep() noexcept {
   wake_.arm();  // A1-A2
   // A3: until the queue is empty. A full burst may have left frames whose kick or interrupt
@@ -396,16 +509,20 @@ bool PortEngine::prepare_sleep() noexcept {
   // owns the receive side, wait it out and poll ourselves: a frame that came after its burst may
   // be the one whose kick A1 drained, and that thread may not poll again
   // (test/model/sleep_on_port.pml, variant A3_GIVES_UP). A poll step is short and bounded.
+  // A port its fds do not cover (no interrupt, no kick: the wakeup thread watches it for
+  // sleepers, PortConsumer::prepare_sleep) is armed here for its same-host path only: the rings
+  // must be empty, the port's own queue need not (net_null's never is).
+  const bool port_covered = wake_.covered();
   constexpr int kMaxBursts = 64;
   bool empty = false;
   for (int i = 0; i < kMaxBursts && !empty;) {
-    uint16_t received = 0;
-    if (poll_step(&received) < 0) {
+    uint16_t received = 0, local = 0;
+    if (poll_step(&received, &local) < 0) {
       wake_.stats().not_safe.fetch_add(1, std::memory_order_relaxed);
       while (rx_busy_.load(std::memory_order_acquire)) rx_wait();
       continue;
     }
-    empty = received < kBurst;
+    empty = (port_covered ? received : local) < kBurst;
     ++i;
   }
   if (!empty) {
@@ -433,7 +550,9 @@ bool PortEngine::prepare_sleep() noexcept {
 void PortEngine::arm_deadline() noexcept { wake_.arm_timer(timer_due_ns()); }
 
 PortEngine::~PortEngine() {
-  // Destroyed by close_all, after every endpoint and before the ports (and their mempools).
+  // Destroyed by close_all, after every endpoint and before the ports (and their mempools). The
+  // node goes first: its control thread stops and every peer sees us gone.
+  local_node_.reset();
   if (const uint16_t done = done_n_.load(std::memory_order_relaxed))
     rte_pktmbuf_free_bulk(done_, done);
 }

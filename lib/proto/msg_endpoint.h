@@ -149,6 +149,10 @@ class MsgEndpoint final : public Receiver, private msg::CmSink {
 
   // ---- receive side (the port's RX owner) ----
   bool deliver(const wire::Frame& f, rte_mbuf* m) noexcept override;
+  /// A same-host node is gone: the RDM side fails the peer's operations at once, and when it
+  /// was our peer the connection ends too (CmConnection::lost, by the CM timers' next run: the
+  /// RX owner never waits for cm_mu_).
+  void link_lost(uint32_t node_be, uint32_t nonce_be) noexcept override;
   bool has_backlog() const noexcept override {
     return cm_due_.load(std::memory_order_relaxed) != UINT64_MAX || rdm_->has_backlog();
   }
@@ -165,6 +169,9 @@ class MsgEndpoint final : public Receiver, private msg::CmSink {
   static uint64_t now_ns() noexcept;
   // Under cm_mu_: the state mirror and the CM deadline, after every state machine call.
   void sync() noexcept;
+  // RX owner, cm_mu_ held by an application thread: the connector's data or kEstablished came
+  // while accepting; the CM timers (drain_backlog, due now) make the connection established.
+  void establish_later() noexcept;
   // Under cm_mu_: the connect waiting for the MAC of its address (resolving_): starts it once
   // resolved, fails it once resolution failed.
   void try_resolved(uint64_t now) noexcept;
@@ -210,10 +217,12 @@ class MsgEndpoint final : public Receiver, private msg::CmSink {
   // take it as heard at their time, at most a keepalive interval late). A flag, not a time: the
   // data path reads no clock for it.
   std::atomic<bool> heard_{false};
-  // The connector's first data frame came while accepting and an application thread held cm_mu_
-  // (a poll step never waits for it): the CM timers (drain_backlog) make the connection
-  // established at once (CmConnection::on_data).
+  // The connector's first data frame, or its kEstablished, came while accepting and an
+  // application thread held cm_mu_ (a poll step never waits for it): the CM timers
+  // (drain_backlog) make the connection established at once (CmConnection::on_data).
   std::atomic<bool> data_while_accepting_{false};
+  // The peer's same-host node is gone (link_lost): the CM timers end the connection at once.
+  std::atomic<bool> peer_lost_{false};
 };
 
 }  // namespace dpfab::proto

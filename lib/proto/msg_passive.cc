@@ -85,6 +85,12 @@ uint64_t PortShare::timer_due_ns() const noexcept {
   return due;
 }
 
+void PortShare::link_lost(uint32_t node_be, uint32_t nonce_be) noexcept {
+  const uint16_t used = used_.load(std::memory_order_acquire);
+  for (uint16_t id = 0; id < used; ++id)
+    if (Receiver* r = slots_[id].load(std::memory_order_acquire)) r->link_lost(node_be, nonce_be);
+}
+
 // ---- PassiveEndpoint
 // -----------------------------------------------------------------------------
 

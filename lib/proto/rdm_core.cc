@@ -9,6 +9,7 @@
 #include <rdma/fi_tagged.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <new>
 #include <random>
@@ -307,8 +308,9 @@ bool RdmCore::send_rdv_segment(PeerState& p, uint32_t i, uint64_t now) noexcept 
   h.msg_id = t.msg_id;
   h.offset = t.next_off;
   h.length = t.op.len;
+  const uint64_t seg = p.rdv_seg_shift ? uint64_t{1} << p.rdv_seg_shift : cfg_.seg_size;
   const std::span<const uint8_t> d =
-      data_at(t, t.next_off, std::min<uint64_t>(cfg_.seg_size, t.granted - t.next_off));
+      data_at(t, t.next_off, std::min<uint64_t>(seg, t.granted - t.next_off));
   if (t.next_off + d.size() == t.granted && wants_ack(t)) h.flags |= wire::kRdmAckReq;
   if (p.rel.send(h, d, i, now) != 0) return false;
   ++t.unacked;
@@ -547,6 +549,30 @@ void RdmCore::flush_acks(uint64_t now) noexcept {
 }
 
 void RdmCore::unreachable(fi_addr_t peer) noexcept { fail_peer(peer, FI_EHOSTUNREACH); }
+
+void RdmCore::set_peer_rdv_segment(fi_addr_t peer, uint64_t bytes) noexcept {
+  // A power of two kept as its shift (a byte of the peer state's padding: cold peers stay small).
+  if (PeerState* p = state(peer))
+    p->rdv_seg_shift = bytes ? static_cast<uint8_t>(std::bit_width(bytes) - 1) : 0;
+}
+
+void RdmCore::renew_peer(fi_addr_t peer, uint64_t now) noexcept {
+  PeerState* p = state(peer);
+  if (p == nullptr) return;
+  now_ = now;
+  ++stats_.peer_restarts;
+  if (!p->rel.unreachable()) unreachable(peer);  // as restart(): the old instance's work fails
+  p->rel.~RdmPeer();
+  new (&p->rel) RdmPeer(&shared_, peer);
+  p->rdv_turn = false;
+  p->awaiting_cts = 0;
+  p->rdv_seg_shift = 0;  // the new instance's link says again what it can read
+}
+
+void RdmCore::lose_peer(fi_addr_t peer, uint64_t now) noexcept {
+  now_ = now;
+  if (PeerState* p = state(peer)) p->rel.lose();
+}
 
 void RdmCore::fail_peer(fi_addr_t peer, int err) noexcept {
   PeerState* p = state(peer);

@@ -317,6 +317,29 @@ class RdmCore final : private PeerHost {
   uint64_t min_multi_recv() const noexcept { return cfg_.min_multi_recv; }
   /// Timers and queued sends of every peer.
   void progress(uint64_t now) noexcept;
+  /// `peer` is known to be gone (a same-host peer whose process ended): it is declared
+  /// unreachable now, as retransmissions left unanswered would (every operation involving it
+  /// completes with FI_EHOSTUNREACH, later sends fail); a new instance is recognised by its first
+  /// packet as usual. No-op for an unknown peer.
+  void lose_peer(fi_addr_t peer, uint64_t now) noexcept;
+  /// Rendezvous data to `peer` goes in segments of `bytes` (a power of two; 0: seg_size): a
+  /// same-host peer that copies them out of our memory itself (shm, kRdmIndirect) takes large ones.
+  /// Any time; later segments follow it.
+  void set_peer_rdv_segment(fi_addr_t peer, uint64_t bytes) noexcept;
+  /// `peer`'s address now names a new instance (a same-host peer that restarted: its node's
+  /// nonce changed, which the address tells before any packet): what involved the old instance
+  /// completes with FI_EHOSTUNREACH (if it has not yet), and the peer starts afresh, reachable,
+  /// its epoch learnt from its first packet. No-op for an unknown peer.
+  void renew_peer(fi_addr_t peer, uint64_t now) noexcept;
+  /// Where the data of kRdvData packet `h` (`n` bytes) from `peer` goes if on_frame takes it now:
+  /// the packet is the next of the peer's stream and the next granted bytes of a receive bound
+  /// to its message. Empty otherwise (a duplicate, a protocol error: on_frame would not copy it
+  /// there). The caller may put the data there itself and pass that span to on_frame, which then
+  /// copies nothing (a same-host receiver reading the sender's memory: one copy).
+  /// `scattered`, when given, is set when on_frame would take the packet but its bytes fall
+  /// across two of the receive's buffers (no single span: the caller gives on_frame a copy).
+  std::span<uint8_t> rdv_placement(fi_addr_t peer, const wire::RdmHeader& h, uint64_t n,
+                                   bool* scattered = nullptr) noexcept;
   /// Sends every delayed ack now (before the endpoint closes: a peer whose last message we
   /// received must learn so, or it retransmits until it declares us unreachable).
   void flush_acks(uint64_t now) noexcept;

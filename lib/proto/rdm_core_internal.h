@@ -98,9 +98,12 @@ struct RdmCore::PeerState {
   uint32_t awaiting_cts = 0;            // our RTSs not yet answered
   bool rdv_turn = false;                // alternates eager and rendezvous packets
   bool active = false;                  // in RdmCore::active_
-  // The eager message being reassembled from this peer (segments never interleave).
-  bool cur_active = false;
-  bool cur_unexp = false;  // cur_idx is an Unexp (else an RxOp; kNone: dropped)
+  uint8_t rdv_seg_shift = 0;  // rendezvous segments of 1 << this bytes (0: the config's seg_size)
+  // The eager message being reassembled from this peer (segments never interleave). Bit-fields:
+  // with rdv_seg_shift they share the word of the flags above, and a cold peer stays small
+  // (unit-proto-memory); the core lock serialises every access.
+  bool cur_active : 1 = false;
+  bool cur_unexp : 1 = false;  // cur_idx is an Unexp (else an RxOp; kNone: dropped)
   uint32_t cur_idx = kNone;
   uint32_t cur_msg = 0;
   uint64_t cur_total = 0, cur_received = 0;
@@ -154,6 +157,25 @@ inline void scatter(void* buf, size_t len, const Iov* iov, uint8_t count, uint64
   }
 }
 
+// Where byte `offset` of the buffers' concatenation lies (null beyond them), and in `room` how
+// many bytes follow it in the same buffer.
+inline uint8_t* rx_place(void* buf, size_t len, const Iov* iov, uint8_t count, uint64_t offset,
+                         uint64_t* room = nullptr) noexcept {
+  if (count == 0) {
+    if (offset >= len) return nullptr;
+    if (room) *room = len - offset;
+    return static_cast<uint8_t*>(buf) + offset;
+  }
+  for (uint8_t k = 0; k < count; ++k) {
+    if (offset < iov[k].len) {
+      if (room) *room = iov[k].len - offset;
+      return static_cast<uint8_t*>(iov[k].base) + offset;
+    }
+    offset -= iov[k].len;
+  }
+  return nullptr;
+}
+
 // Copies `n` bytes at `offset` of the buffers' concatenation out into `to`.
 inline void gather(const void* buf, const Iov* iov, uint8_t count, uint64_t offset, uint8_t* to,
                    uint64_t n) noexcept {
@@ -176,6 +198,9 @@ inline void gather(const void* buf, const Iov* iov, uint8_t count, uint64_t offs
 }
 
 inline void RdmCore::copy_to_rx(RxOp& r, uint64_t offset, std::span<const uint8_t> d) noexcept {
+  // Data already in place (rdv_placement: a same-host peer's bytes read straight into the
+  // receive's buffer) is not copied onto itself.
+  if (rx_place(r.op.buf, r.op.len, r.op.iov, r.op.iov_count, offset) == d.data()) return;
   scatter(r.op.buf, r.op.len, r.op.iov, r.op.iov_count, offset, d);
 }
 

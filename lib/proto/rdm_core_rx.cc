@@ -527,6 +527,25 @@ void RdmCore::deliver_cts(PeerState& p, const RdmHeader& h) noexcept {
   }
 }
 
+std::span<uint8_t> RdmCore::rdv_placement(fi_addr_t peer, const RdmHeader& h, uint64_t n,
+                                          bool* scattered) noexcept {
+  if (scattered) *scattered = false;
+  PeerState* p = state(peer);
+  if (!p || h.kind != RdmKind::kRdvData || !p->rel.next_in_order(h)) return {};
+  auto [r, prev] = p->rdv_rx.find(rx_, [&](uint32_t k) { return rx_[k].msg_id == h.msg_id; });
+  if (r == kNone) return {};
+  const RxOp& x = rx_[r];
+  // As deliver_rdv_data: the next granted bytes, inside the buffer (granted never exceeds it).
+  if (h.offset != x.received || h.offset + n > x.granted || h.offset + n > x.op.len) return {};
+  uint64_t room = 0;
+  uint8_t* at = rx_place(x.op.buf, x.op.len, x.op.iov, x.op.iov_count, h.offset, &room);
+  if (!at || room < n) {  // across two of the receive's buffers: on_frame scatters a copy
+    if (scattered) *scattered = true;
+    return {};
+  }
+  return {at, static_cast<size_t>(n)};
+}
+
 void RdmCore::deliver_rdv_data(PeerState& p, const RdmHeader& h,
                                std::span<const uint8_t> d) noexcept {
   auto [r, prev] = p.rdv_rx.find(rx_, [&](uint32_t k) { return rx_[k].msg_id == h.msg_id; });

@@ -64,6 +64,11 @@ struct RdmEndpointStats {
   std::atomic<uint64_t> peers{0};          ///< peer ids given out
   std::atomic<uint64_t> peers_refused{0};  ///< frames from new peers beyond max_peers: dropped
   std::atomic<uint64_t> cq_overrun{0};     ///< completions that found their CQ full
+  /// The same-host path (shm/node.h): packets sent through it and received from it (the port
+  /// carried the rest of tx_frames / rx_frames), and peers lost with their process.
+  std::atomic<uint64_t> local_tx{0}, local_rx{0}, local_lost{0};
+  /// Rendezvous segments sent and received by reference (one cross-memory copy by the receiver).
+  std::atomic<uint64_t> local_indirect_tx{0}, local_indirect_rx{0}, local_indirect_failed{0};
 };
 
 /// The counters an RDM endpoint can be bound to (fi_ep_bind flags FI_SEND, FI_RECV, FI_WRITE,
@@ -145,6 +150,7 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   uint64_t timer_due_ns() const noexcept override {
     return due_ns_.load(std::memory_order_relaxed);
   }
+  void link_lost(uint32_t node_be, uint32_t nonce_be) noexcept override;
 
   const RdmEndpointStats& stats() const noexcept { return stats_; }
   const wire::RdmDecodeStats& rdm_decode() const noexcept { return decode_; }
@@ -156,7 +162,10 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
 
  private:
   struct Peer {
-    wire::Address addr;  // mac, ipv4, udp port, ep id (network order)
+    wire::Address addr;  // mac, ipv4, udp port, ep id (network order), host part
+    // Same-host peer reached through a link that copies rendezvous data out of our memory
+    // (kRdmIndirect): the core was told to send it in large segments (set_peer_rdv_segment).
+    bool large_rdv = false;
     // The headers of frames to it (links without UDP checksum: transmit); made on the first frame
     // after our address was set.
     bool headers_ok = false;
@@ -164,6 +173,13 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   };
   static constexpr uint32_t kNoPeer = UINT32_MAX;
   static constexpr size_t kTxBurst = 32;
+  /// Same-host rendezvous by reference (transmit_local): segments of at least kIndirectMin
+  /// bytes go so, and once a peer takes them, its rendezvous data goes in segments of
+  /// kIndirectSegment (one copy, one record, per MiB); the receiver refuses more than
+  /// kMaxIndirect in one.
+  static constexpr uint64_t kIndirectMin = 4096;
+  static constexpr uint64_t kIndirectSegment = 1 << 20;
+  static constexpr uint64_t kMaxIndirect = 1 << 24;
 
   RdmEndpoint(Link* link, const Config& cfg) : link_(link), cfg_(cfg) {}
   static uint64_t now_ns() noexcept;
@@ -184,6 +200,9 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   uint32_t peer_of(fi_addr_t a) noexcept;
   // Under mu_. The peer id of a frame's source (peer_id, through rx_key_).
   uint32_t peer_from(const wire::Address& a) noexcept;
+  // Under mu_, on the send path: `a` (an AV entry) names another node instance than peer `id`
+  // had: RdmCore::renew_peer.
+  void renew_if_new_instance(uint32_t id, const wire::Address& a) noexcept;
   // Under mu_ (FI_RM_ENABLED): whether `cq` has room for every operation that may still
   // complete into it (sends in progress, receives posted) and one more.
   bool cq_room(const event::Cq* cq) const noexcept;
@@ -192,8 +211,15 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   wire::Route route_to(const Peer& p) const noexcept;
   wire::Header outer_to(const Peer& p, uint32_t payload_len) const noexcept;
   bool make_headers(Peer& p) noexcept;
-  // Under mu_: gives queued frames to the port; refreshes due_ns_.
+  // Under mu_: gives queued frames to the port; refreshes due_ns_; loses the peers the same-host
+  // path found gone during the call (lost_).
   void finish() noexcept;
+  // Under mu_: a packet to same-host peer `p` through its link `c`. As transmit().
+  bool transmit_local(Peer& p, uint32_t id, shm::Conn* c, const wire::RdmHeader& h,
+                      std::span<const uint8_t> data) noexcept;
+  // RX owner: a kRdmIndirect packet (its data stays in the sender's memory): copied from there
+  // straight into the receive's buffer (RdmCore::rdv_placement), then given to the core.
+  bool deliver_indirect(const wire::Frame& f) noexcept;
   // Under mu_: send() once the op's checks passed and the time is known.
   ssize_t send_locked(rdm::SendOp op, uint64_t now) noexcept;
   // Under mu_: posts the triggered operations whose counters reached their threshold.
@@ -246,6 +272,12 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   std::vector<Triggered> triggered_;  // under mu_ (FI_TRIGGER), at most kMaxTriggered
   rte_mbuf* txq_[kTxBurst] = {};      // frames built during the call in progress
   uint32_t txq_n_ = 0;
+  // Under mu_: same-host peers whose node was found gone during the core call in progress (the
+  // sink may not call back into the core): lost in finish().
+  std::vector<uint32_t> lost_;
+  // Under mu_: same-host peers whose rendezvous data goes by reference from now on (the sink
+  // may not call back into the core: set_peer_rdv_segment in finish()).
+  std::vector<uint32_t> large_rdv_;
   uint16_t ip_id_ = 0;
   std::atomic<uint64_t> due_ns_{UINT64_MAX};  // the core's next deadline
   uint64_t last_now_ = 0;                     // under mu_: the last time given to the core

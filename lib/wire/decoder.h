@@ -119,6 +119,16 @@ struct Frame {
   /// decode_mbuf only when it lies in the first segment, else nullptr: use payload_offset with
   /// the mbuf chain). kArp: the ARP header.
   const uint8_t* payload = nullptr;
+  /// The sender's host part (wire::Address host_be, node_be, nonce_be) when the frame came through
+  /// the same-host path (shm/node.h), else 0: the decoders never set them.
+  uint64_t src_host_be = 0;
+  uint32_t src_node_be = 0;
+  uint32_t src_nonce_be = 0;
+  /// The same-host link the frame came through (an shm::Conn), else null.
+  const void* src_link = nullptr;
+  /// An RDM packet whose data stayed in the sender's memory (shm kRdmIndirect): the payload is
+  /// the RDM header followed by an shm::RdmIndirect (where the data is there, and its length).
+  bool indirect = false;
 };
 
 /// Decodes the frame in `bytes` (Ethernet header first, no FCS). `nic` says which checksums the

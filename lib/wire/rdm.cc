@@ -120,6 +120,24 @@ RdmVerdict decode_rdm(const Header& outer, std::span<const uint8_t> payload, Rdm
   return verdict;
 }
 
+RdmVerdict decode_rdm_detached(std::span<const uint8_t> header, uint64_t data_len, RdmHeader* out,
+                               RdmDecodeStats& stats) noexcept {
+  // decode_rdm of the header alone (its own data length check says kDataLength for a segment
+  // without data), then the checks again with the data length that travels apart.
+  RdmDecodeStats scratch;
+  std::span<const uint8_t> none;
+  RdmVerdict v = decode_rdm(rdm_outer_header(0, 0, static_cast<uint32_t>(header.size())), header,
+                            out, &none, scratch);
+  if (v == RdmVerdict::kOk || v == RdmVerdict::kDataLength || v == RdmVerdict::kRange) {
+    if (header.size() != rdm_header_len(out->kind))
+      v = RdmVerdict::kTruncated;
+    else
+      v = rdm_validate(*out, data_len);
+  }
+  stats.bump(v);
+  return v;
+}
+
 int encode_rdm(std::span<uint8_t> out, const RdmHeader& h, size_t data_len) noexcept {
   if (rdm_validate(h, data_len) != RdmVerdict::kOk) return -EINVAL;
   if (out.size() < rdm_header_len(h.kind)) return -ENOSPC;

@@ -230,6 +230,13 @@ RdmVerdict rdm_validate(const RdmHeader& h, size_t data_len) noexcept;
 RdmVerdict decode_rdm(const Header& outer, std::span<const uint8_t> payload, RdmHeader* out,
                       std::span<const uint8_t>* data, RdmDecodeStats& stats) noexcept;
 
+/// Decodes an RDM header whose data travels apart from it (a same-host packet whose data stays in
+/// the sender's memory, shm/ring.h kRdmIndirect): `header` holds exactly the header, and it is
+/// checked as decode_rdm checks it with `data_len` bytes of data after it.
+/// @return the verdict, counted in `stats` (kTruncated also for bytes after the header).
+RdmVerdict decode_rdm_detached(std::span<const uint8_t> header, uint64_t data_len, RdmHeader* out,
+                               RdmDecodeStats& stats) noexcept;
+
 /// Writes `h` (rdm_header_len(h.kind) bytes) at the start of `out`, for `data_len` bytes of data
 /// that the caller puts after it.
 /// @return the bytes written; -EINVAL if `h` with `data_len` would not pass rdm_validate (we

@@ -392,6 +392,88 @@ def rdm_core_corpus():
     }
 
 
+def shm_ring_corpus():
+    # head (first pass), head (second pass), then the ring's data area (4 KiB).
+    def rec(kind, payload, flags=0, ln=None):
+        n = len(payload) if ln is None else ln
+        hdr = struct.pack("<IBBHHHHH", n, kind, flags, 1, 2, 3, 4, 0)
+        body = hdr + payload
+        return body + b"\0" * (-len(body) % 64)
+    two = rec(3, b"rdm packet") + rec(2, b"frame" * 20)
+    pad_then = rec(3, b"x" * 40)
+    return {
+        "empty--nothing-written": struct.pack("<QQ", 0, 0),
+        "record--two-records": struct.pack("<QQ", len(two), len(two)) + two,
+        "record--one-then-one-more": struct.pack("<QQ", 64, 128) + rec(3, b"a") + rec(3, b"b"),
+        "corrupt--head-beyond-ring": struct.pack("<QQ", 8192 + 64, 0) + rec(3, b"a"),
+        "corrupt--head-misaligned": struct.pack("<QQ", 17, 0) + rec(3, b"a"),
+        "corrupt--length-beyond-head": struct.pack("<QQ", 64, 64) + rec(3, b"a", ln=100),
+        "corrupt--kind-unknown": struct.pack("<QQ", 64, 64) + rec(9, b"a"),
+        "corrupt--flags-set": struct.pack("<QQ", 64, 64) + rec(3, b"a", flags=1),
+        "corrupt--pad-not-at-end": struct.pack("<QQ", 64, 64) + rec(1, b"a"),
+        "record--head-goes-back": struct.pack("<QQ", 64, 0) + pad_then[:64],
+    }
+
+
+def shm_hello_corpus():
+    def hello(kind=b"dpfabSH1", version=1, status=0, node=7, nonce=0xdeadbeef, to_node=3,
+              ring=131072, seg=None, reserved=b"\0" * 40, pad=0):
+        seg = 4096 + 2 * (4096 + ring) if seg is None else seg
+        return (kind + struct.pack("<IIQIIIIII", version, status, 0x0123456789abcdef, node, nonce,
+                                   to_node, 0x1234, ring, 0x0100007f)
+                + bytes([2, 0x64, 0x70, 1, 2, 3]) + struct.pack("<HQ", pad, 0x7fff0000)
+                + bytes(range(16)) + struct.pack("<Q", seg) + reserved)
+    ack = dict(kind=b"dpfabSA1", ring=0, seg=0)
+    return {
+        "ok--hello": hello(),
+        "ok--ack": hello(**ack),
+        "ok--ack-yield": hello(**ack, status=3),
+        "length--short": hello()[:100],
+        "magic--wrong": hello(kind=b"dpfabXX1"),
+        "version--2": hello(version=2),
+        "status--on-a-hello": hello(status=1),
+        "status--unknown": hello(**ack, status=4),
+        "node--zero": hello(node=0),
+        "node--nonce-zero": hello(nonce=0),
+        "ring--not-power-of-two": hello(ring=100000),
+        "ring--segment-mismatch": hello(seg=4096),
+        "ring--ack-with-ring": hello(kind=b"dpfabSA1"),
+        "reserved--pad": hello(pad=1),
+        "reserved--tail": hello(reserved=b"\1" + b"\0" * 39),
+    }
+
+
+def address_corpus():
+    # The first byte picks the reader: even = binary (read_address), odd = string (parse_address).
+    mac = bytes([2, 0, 0, 0, 0, 7])
+    short = bytes([1, 0]) + mac + bytes([10, 0, 0, 1]) + struct.pack(">HH", 9228, 3)
+    host = struct.pack(">QII", 0x0123456789ABCDEF, 5, 0x1A2B3C4D)
+    native = bytes([3, 0]) + short[2:] + host
+    sin = struct.pack("<H", 2) + struct.pack(">H", 9228) + bytes([10, 0, 0, 1]) + bytes(8)
+    return {
+        "short--v1": b"\0" + short,
+        "native--v3-with-host": b"\0" + native,
+        "native--v3-without-host": b"\0" + bytes([3, 0]) + short[2:] + bytes(16),
+        "short--v1-longer-buffer": b"\0" + short + host,
+        "sockaddr_in--af-inet": b"\0" + sin,
+        "refused--v3-truncated": b"\0" + native[:20],
+        "refused--too-short": b"\0" + short[:15],
+        "refused--unknown-version": b"\0" + bytes([4, 0]) + short[2:] + host,
+        "refused--v3-reserved-set": b"\0" + bytes([3, 1]) + native[2:],
+        "native--string": b"\1fi_dpdk://02:00:00:00:00:07/10.0.0.1:9228/3",
+        "native--string-with-host": b"\1fi_dpdk://02:00:00:00:00:07/10.0.0.1:9228/3"
+                                    b"/shm:0123456789abcdef:5:1a2b3c4d",
+        "sockaddr_in--string": b"\1fi_sockaddr_in://10.0.0.1:9228",
+        "refused--string-host-zero": b"\1fi_dpdk://02:00:00:00:00:07/10.0.0.1:9228/3"
+                                     b"/shm:0000000000000000:5:1a2b3c4d",
+        "refused--string-node-zero": b"\1fi_dpdk://02:00:00:00:00:07/10.0.0.1:9228/3"
+                                     b"/shm:0123456789abcdef:0:1a2b3c4d",
+        "refused--string-trailing": b"\1fi_dpdk://02:00:00:00:00:07/10.0.0.1:9228/3/x",
+        "refused--string-port-too-big": b"\1fi_dpdk://02:00:00:00:00:07/10.0.0.1:70000/3",
+        "refused--string-nul-inside": b"\1fi_dpdk://02:00:00:00:00:07/10.0.0.1:9228/3\0/shm:1:1:1",
+    }
+
+
 def rma_frame(kind, seq, key_region=None, addr_region=None, off=16, flags=0, msg_id=1,
               offset=0, length=0, data=b"", atomic_op=0, datatype=0, cq_data=0, peer=0):
     """An RMA frame from a peer of the rma target (rma_fuzz.cc): `key_region`/`addr_region` name a
@@ -446,4 +528,7 @@ if __name__ == "__main__":
     write("rdm", rdm_corpus())
     write("rdm-core", rdm_core_corpus())
     write("cm", cm_corpus())
+    write("shm-ring", shm_ring_corpus())
+    write("shm-hello", shm_hello_corpus())
+    write("address", address_corpus())
     write("rma", rma_corpus())

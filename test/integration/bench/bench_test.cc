@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 //
-// dpfab-bench end to end: one brief run of every waiting mode and workload with -p dpdk and
+// dpfab-bench end to end: one brief run of every waiting mode and workload with -p dpdk (its two
+// labelled pairs: over their own memif link, dpdk-port, and over the same-host path, dpdk-shm) and
 // -p udp (two processes per provider over their own memif link / loopback), then checks of what
 // doc/benchmark.md promises: every record carries the documented fields, no mode is skipped
 // silently (an unsupported one carries its error), and every supported mode produced figures.
@@ -46,7 +47,7 @@ class BenchTest : public ::testing::Test {
     // the benchmark's timeout (manual progress) stay quick; all modes and workloads, each
     // waiting on the CQ and on a counter.
     std::string cmd =
-        std::string("timeout 240 ") + bench +
+        std::string("timeout 360 ") + bench +
         " -p dpdk,udp --wait-on cq,cntr -s 64 -d 0.05 --warmup 10 --timeout-ms 200 --gap-us 500"
         " --stall-s 60 -o " +
         dir_ + " --name run 2>" + dir_ + "/stderr.txt";
@@ -92,10 +93,15 @@ TEST_F(BenchTest, TheDocumentTopLevelHasToolHostOptionsProvidersAndRecords) {
   EXPECT_EQ(doc_.value("schema_version", 0), 1);
   for (const char* k : {"host", "options", "providers", "started", "elapsed_s"})
     EXPECT_TRUE(doc_.contains(k)) << k;
-  EXPECT_TRUE(doc_["providers"].contains("dpdk"));
+  // -p dpdk: a pair over the port and a pair over the same-host path, each labelled.
+  for (const char* p : {"dpdk-port", "dpdk-shm"}) {
+    EXPECT_TRUE(doc_["providers"].contains(p)) << p;
+    EXPECT_EQ(doc_["providers"][p]["offered"].value("dgram", ""), "dpdk")
+        << p << ": the dpdk provider's own entry, not a layered dpdk;ofi_rxd one";
+  }
+  EXPECT_EQ(doc_["providers"]["dpdk-port"].value("FI_DPDK_SHM", ""), "off");
+  EXPECT_EQ(doc_["providers"]["dpdk-shm"].value("FI_DPDK_SHM", ""), "on");
   EXPECT_TRUE(doc_["providers"].contains("udp"));
-  EXPECT_EQ(doc_["providers"]["dpdk"]["offered"].value("dgram", ""), "dpdk")
-      << "the dpdk provider's own entry, not a layered dpdk;ofi_rxd one";
 }
 
 TEST_F(BenchTest, EveryRecordHasTheDocumentedFields) {
@@ -109,7 +115,7 @@ TEST_F(BenchTest, EveryRecordHasTheDocumentedFields) {
 }
 
 TEST_F(BenchTest, EveryModeAndWorkloadIsReportedForEachProviderNeverSkippedSilently) {
-  for (std::string prov : {"dpdk", "udp"}) {
+  for (std::string prov : {"dpdk-port", "dpdk-shm", "udp"}) {
     for (std::string on : {"cq", "cntr"}) {
       for (const char* m : kModes) {
         for (const char* w : kWorkloads) {
@@ -143,7 +149,8 @@ TEST_F(BenchTest, AModeThatIsNotSupportedIsReportedWithItsError) {
 
 TEST_F(BenchTest, TheDpdkProviderSupportsEveryWaitingMode) {
   for (const auto& r : doc_["records"])
-    if (r.value("provider", "") == "dpdk") {
+    if (r.value("provider", "").rfind("dpdk", 0) == 0) {
+      EXPECT_EQ(r.value("prov_name", ""), "dpdk") << label(r);
       EXPECT_EQ(r.value("status", ""), "ok") << label(r) << ": " << r.value("error", "");
     }
 }
@@ -195,7 +202,7 @@ TEST_F(BenchTest, EverySupportedModeProducedFigures) {
       EXPECT_EQ(r["wakeups"].get<uint64_t>(), 0u) << "busy modes never sleep";
     }
   }
-  EXPECT_GE(ok, 54) << "all of dpdk's 9 modes x 3 workloads x (cq, cntr) at least";
+  EXPECT_GE(ok, 108) << "all of dpdk's 9 modes x 3 workloads x (cq, cntr), both paths, at least";
 }
 
 TEST_F(BenchTest, TheRunWritesJsonCsvAndPlotsAndSaysWhereTheyWent) {

@@ -154,6 +154,8 @@ mpiargs=(--allow-run-as-root -np "$ranks" --oversubscribe --bind-to none
   --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include dpdk --mca mtl_base_verbose 1
   -x FI_PROVIDER_PATH -x FI_LOG_LEVEL
   -x DPFAB_OMPI_PMD -x DPFAB_OMPI_SOCKET -x DPFAB_OMPI_IF -x DPFAB_OMPI_NET -x DPFAB_OMPI_RUN)
+# The ports under test, not the same-host path (meson turns it off for these tests).
+[ -n "${FI_DPDK_SHM:-}" ] && mpiargs+=(-x FI_DPDK_SHM)
 [ -n "${FI_DPDK_CONFIG:-}" ] && mpiargs+=(-x FI_DPDK_CONFIG)
 if [ "$steps" = osc ]; then
   # One-sided through osc rdma on btl ofi over dpdk only: no other osc component, no other btl

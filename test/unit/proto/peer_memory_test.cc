@@ -70,9 +70,10 @@ TEST(PeerMemory, AnAvOf65536AddressesIsFarBelow32MiB) {
         "AV, count hint %zu: %zu bytes at open, %zu after %zu inserts: %.1f bytes/address\n", hint,
         before - before_open, total, kPeers, double(total) / kPeers);
     EXPECT_LE(total, kBudgetAv);
-    // The AV's share of a peer's budget: entry (20 bytes) and reverse (FI_SOURCE) map, its
-    // retired tables included. Measured 50 to 54 (84 with 16-byte reverse slots).
-    EXPECT_LE(grown / kPeers, 64u) << "hint " << hint;
+    // The AV's share of a peer's budget: entry (36 bytes: a 32-byte address with its host part
+    // and the state) and reverse (FI_SOURCE) map, its retired tables included. Measured 66 to 72
+    // (50 to 54 with 16-byte addresses, 84 with 16-byte reverse slots).
+    EXPECT_LE(grown / kPeers, 80u) << "hint " << hint;
   }
 }
 
