@@ -60,8 +60,10 @@ Registry& registry() {
 }
 
 constexpr useconds_t kCloseLingerUs = 100'000;  // 100 ms, once per port at provider cleanup
-// The net_null device behind the placeholder port (open_placeholder).
-const std::string kPlaceholderDevice = "net_null_dpfab_shm";
+// The net_null device behind the placeholder port (open_placeholder). A plain array, not a
+// std::string: provider cleanup (~Port) runs from libfabric's destructor, after the exit handlers
+// have destroyed this library's namespace-scope objects.
+constexpr char kPlaceholderDevice[] = "net_null_dpfab_shm";
 
 std::string err_text(int err) { return rte_strerror(err < 0 ? -err : err); }
 
@@ -385,7 +387,7 @@ Port::~Port() {
   if (info_.created) {
     (void)stop_close_port(info_.port_id, started_);
     // The device's own name: the placeholder's domain name ("shm") is not its ethdev name.
-    rte_eal_hotplug_remove("vdev", (info_.placeholder ? kPlaceholderDevice : info_.name).c_str());
+    rte_eal_hotplug_remove("vdev", info_.placeholder ? kPlaceholderDevice : info_.name.c_str());
   } else if (started_) {
     (void)stop_port(info_.port_id);
   }
@@ -615,16 +617,15 @@ Result<std::unique_ptr<Port>> Port::open(const std::string& spec,
 }
 
 Result<std::unique_ptr<Port>> Port::open_placeholder(const config::Config& cfg) {
-  const std::string& kDevice = kPlaceholderDevice;
   constexpr uint16_t kMtu = 9000;
   std::unique_ptr<Port> p(new Port());
   Info& in = p->info_;
-  in.spec = kPlaceholderDevice + ",no-rx=1";
+  in.spec = std::string(kPlaceholderDevice) + ",no-rx=1";
   if (int r = rte_dev_probe(in.spec.c_str()); r != 0)
     return make_error(-FI_ENODEV,
                       "cannot create the placeholder port (" + in.spec + "): " + err_text(r));
   uint16_t port_id = 0;
-  if (rte_eth_dev_get_port_by_name(kDevice.c_str(), &port_id) != 0)
+  if (rte_eth_dev_get_port_by_name(kPlaceholderDevice, &port_id) != 0)
     return make_error(-FI_ENODEV, "placeholder port: no ethdev port appeared");
   in.created = true;
   in.placeholder = true;
