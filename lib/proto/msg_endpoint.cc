@@ -185,19 +185,34 @@ void MsgEndpoint::establish_later() noexcept {
 
 int MsgEndpoint::connect(const wire::Address& to, std::span<const uint8_t> data) noexcept {
   if (data.size() > wire::kCmMaxData) return -FI_EINVAL;
-  std::lock_guard lock(cm_mu_);
-  if (local_id_ == 0) return -FI_EOPBADSTATE;  // not enabled
-  const CmState st = cm_.state();
-  if (st == CmState::kConnecting || st == CmState::kConnected) return -FI_EISCONN;
-  if (st != CmState::kIdle) return -FI_EOPBADSTATE;
-  target_ = to;
-  static constexpr uint8_t kNoMac[6] = {};
-  const bool routed = std::memcmp(to.mac, kNoMac, 6) != 0;
-  const uint64_t now = now_ns();
-  const int r = cm_.connect(local_id_, data, now, routed);
-  if (r == 0 && !routed) try_resolved(now);
-  sync();
+  HeldCm f;
+  int r;
+  {
+    std::lock_guard lock(cm_mu_);
+    if (local_id_ == 0) return -FI_EOPBADSTATE;  // not enabled
+    const CmState st = cm_.state();
+    if (st == CmState::kConnecting || st == CmState::kConnected) return -FI_EISCONN;
+    if (st != CmState::kIdle) return -FI_EOPBADSTATE;
+    target_ = to;
+    static constexpr uint8_t kNoMac[6] = {};
+    const bool routed = std::memcmp(to.mac, kNoMac, 6) != 0;
+    const uint64_t now = now_ns();
+    held_cm_.holding = true;
+    r = cm_.connect(local_id_, data, now, routed);
+    if (r == 0 && !routed) try_resolved(now);
+    held_cm_.holding = false;
+    f = held_cm_;
+    held_cm_.held = false;
+    sync();
+  }
+  send_held(f);
   return r;
+}
+
+void MsgEndpoint::send_held(const HeldCm& f) noexcept {
+  // Not taken by the port or the ring: the state machine repeats kConnReq and kAccept (rto).
+  if (f.held)
+    (void)send_cm_frame(link_, udp_port_be_, ep_id_be_, f.to, f.h, {f.data, f.len}, stats_);
 }
 
 void MsgEndpoint::try_resolved(uint64_t now) noexcept {
@@ -212,6 +227,14 @@ void MsgEndpoint::try_resolved(uint64_t now) noexcept {
 
 int MsgEndpoint::accept(const Request& req, std::span<const uint8_t> data) noexcept {
   if (data.size() > wire::kCmMaxData) return -FI_EINVAL;
+  HeldCm f;
+  const int r = accept_locked(req, data, &f);
+  send_held(f);
+  return r;
+}
+
+int MsgEndpoint::accept_locked(const Request& req, std::span<const uint8_t> data,
+                               HeldCm* f) noexcept {
   std::lock_guard lock(cm_mu_);
   if (local_id_ == 0) return -FI_EOPBADSTATE;
   const CmState st = cm_.state();
@@ -225,7 +248,11 @@ int MsgEndpoint::accept(const Request& req, std::span<const uint8_t> data) noexc
   // (the same-host path delivers in microseconds), and deliver() judges it by state_, peer_ and
   // peer_id_. A refused accept puts the real state back (sync).
   state_.store(CmState::kAccepting, std::memory_order_release);
+  held_cm_.holding = true;
   const int r = cm_.accept(local_id_, req.peer_id, data, now_ns());
+  held_cm_.holding = false;
+  *f = held_cm_;
+  held_cm_.held = false;
   sync();
   return r;
 }
@@ -425,6 +452,14 @@ size_t MsgEndpoint::drain_backlog() noexcept {
 
 bool MsgEndpoint::send_cm(const wire::CmHeader& h, std::span<const uint8_t> data) noexcept {
   const wire::Address& to = peer_id_ != 0 ? peer_ : target_;
+  if (held_cm_.holding && !held_cm_.held && data.size() <= sizeof(held_cm_.data)) {
+    held_cm_.held = true;  // sent by the application call once it released cm_mu_ (send_held)
+    held_cm_.h = h;
+    held_cm_.to = to;
+    if (!data.empty()) std::memcpy(held_cm_.data, data.data(), data.size());
+    held_cm_.len = static_cast<uint16_t>(data.size());
+    return true;
+  }
   return send_cm_frame(link_, udp_port_be_, ep_id_be_, to, h, data, stats_);
 }
 

@@ -169,6 +169,22 @@ class MsgEndpoint final : public Receiver, private msg::CmSink {
   static uint64_t now_ns() noexcept;
   // Under cm_mu_: the state mirror and the CM deadline, after every state machine call.
   void sync() noexcept;
+  // An application call's CM frame (connect's kConnReq, accept's kAccept), held while cm_mu_ is
+  // and sent once it is released: the answer, which the same-host path brings back in
+  // microseconds, then does not find the lock taken (the RX owner would drop or put it off, after
+  // events that came later). Under cm_mu_ but for the sending.
+  struct HeldCm {
+    bool holding = false;  // the state machine's sends are held (send_cm)
+    bool held = false;
+    wire::CmHeader h;
+    wire::Address to;
+    uint8_t data[wire::kCmMaxData];
+    uint16_t len = 0;
+  };
+  HeldCm held_cm_;
+  // Sends a held frame, if any (the caller has released cm_mu_; `f` is its copy of held_cm_).
+  void send_held(const HeldCm& f) noexcept;
+  int accept_locked(const Request& req, std::span<const uint8_t> data, HeldCm* f) noexcept;
   // RX owner, cm_mu_ held by an application thread: the connector's data or kEstablished came
   // while accepting; the CM timers (drain_backlog, due now) make the connection established.
   void establish_later() noexcept;
