@@ -20,8 +20,11 @@
 #include <string_view>
 #include <thread>
 
+#include <unistd.h>
+
 #include "fixture.h"
 #include "msg_helpers.h"
+#include "process.h"
 
 using namespace dpfab::test;
 
@@ -98,7 +101,7 @@ struct Rdm {
         fi_ep_bind(x.ep, &x.remote->fid, FI_REMOTE_WRITE | FI_REMOTE_READ) ||
         fi_ep_bind(x.ep, &av->fid, 0) || fi_enable(x.ep))
       return nullptr;
-    uint8_t name[16];
+    uint8_t name[64];  // 16 bytes over a port, 32 with the same-host path on
     size_t len = sizeof(name);
     if (fi_getname(&x.ep->fid, name, &len) || fi_av_insert(av, name, 1, &x.addr, 0, nullptr) != 1)
       return nullptr;
@@ -699,6 +702,54 @@ TEST_F(RmaRdm, TriggeredWritesWaitForTheirThreshold) {
   EXPECT_TRUE(same_bytes(t.data() + 8, &v2, 8));
   EXPECT_EQ(fi_close(&alias->fid), 0);
   EXPECT_EQ(fi_close(&trig->fid), 0);
+}
+
+// ---- the path ---------------------------------------------------------------------------------
+
+// This process's statistics (/dpfab/stats) through its own DPDK telemetry socket (EAL's runtime
+// directory of the prefix the provider chose, dpfab-<pid>), or "".
+std::string own_stats() {
+  const std::string dir = "/dpfab-" + std::to_string(getpid()) + "/dpdk_telemetry.v2";
+  std::vector<std::string> bases = {"/run/dpdk", "/tmp/dpdk"};
+  if (const char* x = std::getenv("XDG_RUNTIME_DIR"))
+    bases.insert(bases.begin(), std::string(x) + "/dpdk");
+  for (const auto& b : bases)
+    if (access((b + dir).c_str(), F_OK) == 0) return telemetry_query(b + dir, "/dpfab/stats");
+  return "";
+}
+// A number in the flat statistics dict ("key":value), or -1.
+int64_t stat_of(const std::string& stats, const std::string& key) {
+  const size_t at = stats.find("\"" + key + "\":");
+  if (at == std::string::npos) return -1;
+  return std::strtoll(stats.c_str() + at + key.size() + 3, nullptr, 10);
+}
+
+// The endpoints of one process reach each other through their port (net_ring: a loopback) with the
+// same-host path off, and through it (a link of the node to itself) with it on, as
+// integration-shm-rma-ops runs these tests: the path's counters say which carried the RMA.
+TEST_F(RmaRdm, ThePathTheConfigurationNames) {
+  const char* shm = std::getenv("FI_DPDK_SHM");
+  const bool on = shm && std::string_view(shm) == "on";
+  const std::string before = own_stats();
+  ASSERT_NE(before, "") << "no telemetry socket of this process";
+  Target t(d.domain, 64 << 10, FI_REMOTE_READ | FI_REMOTE_WRITE);
+  const auto data = pattern(7, 64 << 10);
+  fi_cq_data_entry c;
+  for (int i = 0; i < 16; ++i) {
+    ASSERT_EQ(fi_write(a->ep, data.data(), data.size(), nullptr, b->addr, t.addr(), t.key(), &t),
+              0);
+    ASSERT_EQ(wait(a->cq, &c), 0);
+  }
+  EXPECT_TRUE(same_bytes(t.data(), data.data(), data.size()));
+  const std::string after = own_stats();
+  const int64_t records = stat_of(after, "port0_shm_rx_records");
+  const int64_t records0 = std::max<int64_t>(0, stat_of(before, "port0_shm_rx_records"));
+  if (on) {
+    EXPECT_GE(records - records0, 16) << after;
+    EXPECT_GE(stat_of(after, "port0_shm_links_up"), 1) << after;
+  } else {
+    EXPECT_LE(records, 0) << "the same-host path carried frames while off: " << after;
+  }
 }
 
 // ---- bad input ----------------------------------------------------------------------------------
