@@ -351,12 +351,17 @@ template <typename OnRecord, typename OnLost>
 size_t Node::poll(size_t budget, OnRecord&& on_record, OnLost&& on_lost) noexcept {
   const size_t used = live_used_.load(std::memory_order_acquire);
   if (used == 0) return 0;
-  // Links that ended since the last look: drained and reported first.
+  // Links that ended since the last look: drained and reported first. A link enters the poll
+  // list just before it goes up (establish): one still kConnecting there is coming up, not
+  // ending. (Reaping it reported a live peer lost and stopped polling its ring for good: two of
+  // 64 processes never heard each other, a race another link's end had to coincide with.)
   if (const uint64_t ended = ended_.load(std::memory_order_acquire); ended != ended_seen_) {
     ended_seen_ = ended;
     for (size_t i = 0; i < used; ++i) {
       Conn* c = live_[i].load(std::memory_order_acquire);
-      if (c && c->state() != LinkState::kUp) reap(c, i, on_record, on_lost);
+      if (!c) continue;
+      const LinkState st = c->state();
+      if (st != LinkState::kUp && st != LinkState::kConnecting) reap(c, i, on_record, on_lost);
     }
   }
   size_t n = 0;
