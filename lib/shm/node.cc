@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <rdma/fi_errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -331,6 +332,21 @@ Result<std::unique_ptr<Node>> Node::open(const NodeConfig& cfg, const uint8_t ma
   if (r != 0) return make_error(-FI_EOTHER, std::string("shm: thread: ") + std::strerror(r));
   n->thread_started_ = true;
   pthread_setname_np(n->tid_, "dpfab-shm");
+  // A real-time application (chrt -f, SCHED_FIFO/RR) that busy-polls never yields its CPU to a
+  // thread of its own priority, which this one inherited: the handshakes a spinning sender waits
+  // for would never run (two fi_pingpong under chrt -f 1 hung). The control thread sleeps in
+  // epoll_wait and runs for microseconds per handshake: it gets one priority above its opener's.
+  int policy = 0;
+  sched_param sp{};
+  if (pthread_getschedparam(pthread_self(), &policy, &sp) == 0 &&
+      (policy == SCHED_FIFO || policy == SCHED_RR)) {
+    sp.sched_priority = std::min(sp.sched_priority + 1, sched_get_priority_max(policy));
+    if (int e = pthread_setschedparam(n->tid_, policy, &sp); e != 0)
+      DPFAB_WARN(FI_LOG_CORE,
+                 "shm: the control thread keeps the application's real-time priority (%s): a "
+                 "thread busy-polling at that priority delays same-host handshakes",
+                 std::strerror(e));
+  }
   DPFAB_INFO(FI_LOG_CORE, "shm: node %u (nonce %08x, host %016llx) listens on @%s", n->id_,
              n->nonce_, static_cast<unsigned long long>(n->host_),
              node_name(cfg.prefix, n->id_).c_str());
