@@ -588,7 +588,7 @@ class Client {
       for (const auto& t : o_.ep_types) {
         if (t == "dgram") continue;
         std::string why;
-        InfoPtr info = choose_info(provider, t, o_.layered, o_.iface, &why, true);
+        InfoPtr info = choose_info(fabric_provider(provider), t, o_.layered, o_.iface, &why, true);
         if (info)
           offered[t + "-rma"] = info->fabric_attr->prov_name;
         else

@@ -224,3 +224,34 @@ TEST_F(BenchTest, TheRunWritesJsonCsvAndPlotsAndSaysWhereTheyWent) {
   for (const char* m : kModes)
     EXPECT_NE(stdout_.find(std::string(" ") + m + " "), std::string::npos) << m;
 }
+
+// The one-sided workloads (spin mode, RDM entries with FI_RMA | FI_ATOMIC), over both of dpdk's
+// paths: every case ran and measured (a label such as dpdk-shm must not reach fi_getinfo as a
+// provider name: the cases were "unsupported" once).
+TEST(BenchOneSided, EveryOneSidedWorkloadRunsOverBothPaths) {
+  const char* bench = std::getenv("DPFAB_BENCH");
+  ASSERT_NE(bench, nullptr) << "meson sets DPFAB_BENCH";
+  char tmpl[] = "/tmp/dpfab-bench-rma.XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::string cmd = std::string("timeout 120 ") + bench +
+                          " -p dpdk -e rdm -m spin -w rma-write,rma-read,rma-bw,atomic -s 64,64k"
+                          " -d 0.05 --warmup 10 --plot none -o " +
+                          dir + " --name rma >/dev/null 2>" + dir + "/stderr.txt";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream f(dir + "/rma.json");
+  const json doc = json::parse(f, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << "rc " << rc;
+  std::set<std::string> seen;
+  for (const auto& r : doc["records"]) {
+    const std::string prov = r.value("provider", "");
+    EXPECT_EQ(r.value("status", ""), "ok") << prov << " " << r.value("workload", "") << " "
+                                           << r.value("size", 0) << ": " << r.value("error", "");
+    EXPECT_GT(r.value("lat_p50_us", 0.0), 0.0);
+    seen.insert(prov + " " + r.value("workload", ""));
+  }
+  for (const char* p : {"dpdk-port", "dpdk-shm"})
+    for (const char* w : {"rma-write", "rma-read", "rma-bw", "atomic"})
+      EXPECT_TRUE(seen.count(std::string(p) + " " + w)) << p << " " << w;
+  std::system(("rm -rf " + dir).c_str());
+}
