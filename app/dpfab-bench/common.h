@@ -71,7 +71,7 @@ struct Options {
   std::vector<std::string> wait_on{"cq"};  ///< what the modes wait on: cq, cntr (a counter)
   std::vector<uint64_t> sizes{64, 1024};
   uint64_t iterations = 10000;    ///< timed iterations per case at most (stream: messages)
-  double duration_s = 0.4;        ///< wall time of a case's timed window at most
+  double duration_s = 0.2;        ///< wall time of a case's timed window at most (main job: 5 min)
   uint64_t warmup = 100;          ///< warm-up iterations (also bounded to a quarter of duration_s)
   uint32_t window = 32;           ///< stream: messages in flight per credit
   uint32_t gap_us = 2000;         ///< wakeup: idle gap before each message
