@@ -154,8 +154,11 @@ T apply_cas(int op, uint8_t* e, const T& x, const T& c) noexcept {
   }
 }
 
+// `raw` (or null) gets the element's bytes as they were, copied as bytes: a long double returned by
+// value goes through the x87 stack, which carries 10 of its 16 bytes and leaves the rest of the
+// copy to whatever the stack held (fetched values came back with garbage padding).
 template <class T, Fam F>
-T apply(int op, uint8_t* e, const T& x, const T& c) noexcept {
+T apply(int op, uint8_t* e, const T& x, const T& c, uint8_t* raw) noexcept {
   const bool aligned = (reinterpret_cast<uintptr_t>(e) & (sizeof(T) - 1)) == 0;
   if constexpr (sizeof(T) == 1) return apply_cas<T, F, a8>(op, e, x, c);
   if constexpr (sizeof(T) == 2) {
@@ -168,9 +171,11 @@ T apply(int op, uint8_t* e, const T& x, const T& c) noexcept {
     if (aligned) return apply_cas<T, F, a64>(op, e, x, c);
   }
   std::lock_guard lock(stripe_of(e));
+  if (raw) std::memcpy(raw, e, sizeof(T));
   T old;
   std::memcpy(static_cast<void*>(&old), e, sizeof(T));
   T nv;
+  std::memcpy(static_cast<void*>(&nv), e, sizeof(T));  // padding bytes stay as they were
   if (compute<T, F>(op, old, x, c, &nv)) std::memcpy(e, static_cast<const void*>(&nv), sizeof(T));
   return old;
 }
@@ -184,8 +189,13 @@ void run(int op, Kind kind, uint8_t* dst, const uint8_t* operand, const uint8_t*
       std::memcpy(static_cast<void*>(&x), operand + i * sizeof(T), sizeof(T));
     if (kind == Kind::kCompare && compare)
       std::memcpy(static_cast<void*>(&c), compare + i * sizeof(T), sizeof(T));
-    const T old = apply<T, F>(op, dst + i * sizeof(T), x, c);
-    if (result) std::memcpy(result + i * sizeof(T), static_cast<const void*>(&old), sizeof(T));
+    uint8_t* raw = result ? result + i * sizeof(T) : nullptr;
+    if constexpr (sizeof(T) <= 8) {  // no padding: the compare-and-swap paths' value is the bytes
+      const T old = apply<T, F>(op, dst + i * sizeof(T), x, c, nullptr);
+      if (raw) std::memcpy(raw, static_cast<const void*>(&old), sizeof(T));
+    } else {
+      (void)apply<T, F>(op, dst + i * sizeof(T), x, c, raw);
+    }
   }
 }
 
