@@ -176,4 +176,8 @@ class Receiver {
   virtual void link_lost(uint32_t /*node_be*/, uint32_t /*nonce_be*/) noexcept {}
 };
 
+/// The source address of a decoded frame (MAC, IPv4, UDP port, endpoint id, and the same-host
+/// part when it came through the same-host path: answers go back the same way).
+wire::Address frame_source(const wire::Frame& f) noexcept;
+
 }  // namespace dpfab::proto

@@ -77,9 +77,6 @@ bool send_cm_frame(Link* link, uint16_t src_port_be, uint16_t src_ep_be, const w
 /// the address the frame went to. RX owner.
 void answer_absent_cm(Link* link, const wire::Frame& f, MsgPortStats* stats) noexcept;
 
-/// The source address of a decoded frame (MAC, IPv4, UDP port, endpoint id).
-wire::Address frame_source(const wire::Frame& f) noexcept;
-
 /// Whether two addresses name the same endpoint (IPv4, UDP port, endpoint id; not the MAC).
 inline bool same_endpoint(const wire::Address& a, const wire::Address& b) noexcept {
   return a.ipv4_be == b.ipv4_be && a.udp_port_be == b.udp_port_be && a.ep_id_be == b.ep_id_be;

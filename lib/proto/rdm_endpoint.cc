@@ -354,14 +354,7 @@ bool RdmEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
   // a clock read only when there was none.
   const uint64_t step = link_->poll_step_count();  // 0: steps not counted
   const uint64_t now = step != 0 && rx_now_step_ == step ? rx_now_ : rx_clock_.now_ns();
-  wire::Address from;
-  std::memcpy(from.mac, f.src_mac.addr_bytes, 6);
-  from.ipv4_be = f.src_ip_be;
-  from.udp_port_be = f.src_port_be;
-  from.ep_id_be = rte_cpu_to_be_16(f.header.src_ep);
-  from.host_be = f.src_host_be;
-  from.node_be = f.src_node_be;
-  from.nonce_be = f.src_nonce_be;
+  const wire::Address from = frame_source(f);
   CoreLock lock(mu_);
   if (!core_) return false;  // not enabled yet
   const uint32_t peer = peer_from(from);
@@ -389,14 +382,7 @@ bool RdmEndpoint::deliver_indirect(const wire::Frame& f) noexcept {
     return false;
   }
   const uint64_t now = rx_clock_.now_ns();
-  wire::Address from;
-  std::memcpy(from.mac, f.src_mac.addr_bytes, 6);
-  from.ipv4_be = f.src_ip_be;
-  from.udp_port_be = f.src_port_be;
-  from.ep_id_be = rte_cpu_to_be_16(f.header.src_ep);
-  from.host_be = f.src_host_be;
-  from.node_be = f.src_node_be;
-  from.nonce_be = f.src_nonce_be;
+  const wire::Address from = frame_source(f);
   CoreLock lock(mu_);
   if (!core_) return false;
   const uint32_t peer = peer_from(from);
