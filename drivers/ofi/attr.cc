@@ -71,8 +71,10 @@ constexpr uint64_t kRdmOrder =
     FI_ORDER_SAW | FI_ORDER_RMA_RAR | FI_ORDER_RMA_RAW | FI_ORDER_RMA_WAR | FI_ORDER_RMA_WAW |
     FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW;
 constexpr uint64_t kRdmMaxMsg = uint64_t{1} << 30;
-// The mr_mode bits dpdk takes up when the application offers them (narrow()).
-constexpr uint64_t kMrModes = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+// The mr_mode bits dpdk takes up when the application offers them (narrow()), and the one it
+// takes up besides only with mr_endpoint = on (FI_DPDK_MR_ENDPOINT).
+constexpr uint64_t kMrModes = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
+constexpr uint64_t kMrEndpointMode = FI_MR_ENDPOINT;
 constexpr size_t kDefaultMtu = 1500;
 
 bool names_us(const fi_info* hints) {
@@ -166,7 +168,7 @@ void fill(fi_info* out, const config::Config& cfg, const std::string& domain_nam
 }
 
 // Applies the hints to a filled entry: returns false when they cannot be met.
-bool narrow(fi_info* out, const fi_info* hints, uint32_t version, bool application_keys) {
+bool narrow(fi_info* out, const fi_info* hints, uint32_t version, const config::Config& cfg) {
   if (!hints) return true;
   // FI_EP_MSG: a passive endpoint named here lends its address to the endpoint opened with the
   // info (fi_endpoint(3)); fabtests fi_msg_sockets does so. As libfabric's util providers do.
@@ -268,11 +270,16 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version, bool applicati
       out->domain_attr->mr_mode = d->mr_mode;  // the deprecated values, kept as asked (fi_mr(3))
     } else {
       // Of the bits the application supports, those that choose how regions work: virtual
-      // addresses, provider keys, regions bound to endpoints (mr.cc). The others (FI_MR_LOCAL,
-      // FI_MR_ALLOCATED, FI_MR_RAW, FI_MR_MMU_NOTIFY, FI_MR_RMA_EVENT, FI_MR_HMEM) are not needed.
-      // With mr_keys = application (FI_DPDK_MR_KEYS), none of them: requested keys, offsets and
-      // regions every endpoint of the domain answers for, whatever the application offers.
-      const uint64_t taken = application_keys ? 0 : kMrModes;
+      // addresses, provider keys, and with mr_endpoint = on regions bound to endpoints (mr.cc).
+      // The others (FI_MR_LOCAL, FI_MR_ALLOCATED, FI_MR_RAW, FI_MR_MMU_NOTIFY, FI_MR_RMA_EVENT,
+      // FI_MR_HMEM) are not needed. FI_MR_ENDPOINT is left out by default: nothing here needs it,
+      // and taking it up scopes a region to one endpoint, which applications that offer it do not
+      // all expect (fabtests 2.x's fi_multi_ep binds every region to its first endpoint and writes
+      // through the others). With mr_keys = application (FI_DPDK_MR_KEYS), none of them:
+      // requested keys, offsets and regions every endpoint of the domain answers for, whatever
+      // the application offers.
+      const uint64_t taken =
+          cfg.mr_application_keys ? 0 : kMrModes | (cfg.mr_endpoint ? kMrEndpointMode : 0);
       out->domain_attr->mr_mode = d->mr_mode & taken;
     }
     if (too_big(d->mr_iov_limit, out->domain_attr->mr_iov_limit) ||
@@ -439,7 +446,7 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
         return -FI_ENOMEM;
       }
       fill(out, *cfg, domain_name, mtu, type);
-      if (!narrow(out, hints, version, cfg->mr_application_keys)) {
+      if (!narrow(out, hints, version, *cfg)) {
         fi_freeinfo(out);
         continue;
       }

@@ -23,7 +23,7 @@ namespace {
 constexpr const char* kSection = "dpdk";
 
 // The single list of keys. config/dpfab.conf must show the same defaults; a unit test checks it.
-constexpr std::array<KeyInfo, 26> kKeys{{
+constexpr std::array<KeyInfo, 27> kKeys{{
     {"config", "",
      "Path of the configuration file to read instead of the installed default (dpfab.conf)."},
     {"eal_args", "--no-huge --no-shconf --no-pci -m 48 --log-level=*:warning",
@@ -89,6 +89,11 @@ constexpr std::array<KeyInfo, 26> kKeys{{
      "FI_MR_VIRT_ADDR; 'application' takes neither, nor FI_MR_ENDPOINT: the keys the "
      "application requests, offsets from each region's start and regions every endpoint answers "
      "for, as tcp and sockets do (FI_MR_BASIC is unaffected)."},
+    {"mr_endpoint", "off",
+     "Memory regions: 'on' takes up FI_MR_ENDPOINT where the application's mr_mode offers it "
+     "(with mr_keys=provider): a region must be bound to an endpoint and answers only through "
+     "it. 'off' leaves the bit out, as tcp, shm and verbs do: regions answer through every "
+     "endpoint of their domain (fabtests 2.x's fi_multi_ep relies on that)."},
     {"fault_loss", "0",
      "Fault injection (testing): probability in [0, 1] that a received IPv4/UDP frame is "
      "dropped. ARP and IGMP frames are never faulted."},
@@ -381,6 +386,9 @@ Result<Config> load(const EnvLookup& env, const std::string& default_file) {
       if (v.text != "provider" && v.text != "application")
         return bad(v, "not 'provider' or 'application'");
       cfg.mr_application_keys = v.text == "application";
+    } else if (v.key == "mr_endpoint") {
+      if (v.text != "on" && v.text != "off") return bad(v, "not 'on' or 'off'");
+      cfg.mr_endpoint = v.text == "on";
     } else if (v.key == "udp_checksum") {
       if (v.text != "auto" && v.text != "on") return bad(v, "not 'auto' or 'on'");
       cfg.udp_checksum_always = v.text == "on";

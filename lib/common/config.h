@@ -87,6 +87,8 @@ struct Config {
   /// mr_keys = application: regions take the application's keys and offsets even where its
   /// mr_mode offers FI_MR_PROV_KEY and FI_MR_VIRT_ADDR.
   bool mr_application_keys = false;
+  /// mr_endpoint = on: FI_MR_ENDPOINT is taken up where the application offers it.
+  bool mr_endpoint = false;
   FaultConfig faults;         ///< fault_* keys
   std::vector<Value> values;  ///< effective text of every key, in keys() order
 

@@ -54,6 +54,12 @@ bool application_keys() {
   return v && std::string_view(v) == "application";
 }
 
+// FI_DPDK_MR_ENDPOINT=on (integration-rma-mr-endpoint): FI_MR_ENDPOINT is taken up where offered.
+bool mr_endpoint_on() {
+  const char* v = std::getenv("FI_DPDK_MR_ENDPOINT");
+  return v && std::string_view(v) == "on" && !application_keys();
+}
+
 TEST(Mr, GetinfoTakesUpTheModesThatChooseHowRegionsWork) {
   const uint64_t prov = application_keys() ? 0 : FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
   // Open MPI's btl ofi: its validation accepts only VIRT_ADDR | ALLOCATED | PROV_KEY.
@@ -63,10 +69,10 @@ TEST(Mr, GetinfoTakesUpTheModesThatChooseHowRegionsWork) {
   EXPECT_EQ(btl.e->domain_attr->mr_key_size, 8u);
   EXPECT_GE(btl.e->domain_attr->mr_cnt, 65536u);
   EXPECT_EQ(btl.e->domain_attr->mr_iov_limit, 4u);
-  // fabtests' default: FI_MR_LOCAL is not needed, FI_MR_ENDPOINT is taken up.
+  // fabtests' default: FI_MR_LOCAL is not needed, FI_MR_ENDPOINT only with FI_DPDK_MR_ENDPOINT=on.
   Dom ft(kFabtestsModes);
   ASSERT_NE(ft.e, nullptr);
-  EXPECT_EQ(ft.e->domain_attr->mr_mode, application_keys() ? 0 : FI_MR_ENDPOINT | prov);
+  EXPECT_EQ(ft.e->domain_attr->mr_mode, (mr_endpoint_on() ? FI_MR_ENDPOINT : 0) | prov);
   Dom none(0);
   ASSERT_NE(none.e, nullptr);
   EXPECT_EQ(none.e->domain_attr->mr_mode, 0);
@@ -119,36 +125,46 @@ TEST(Mr, RequestedKeysAreTheApplicationsAndUnique) {
 }
 
 TEST(Mr, EndpointRegionsAreBoundThenEnabled) {
+  // Offered by the application (fabtests' modes), FI_MR_ENDPOINT is taken up only with
+  // FI_DPDK_MR_ENDPOINT=on; never with application keys, nor where it is not offered.
   Dom d(kFabtestsModes);
   ASSERT_NE(d.domain, nullptr);
-  if (application_keys()) {
-    // That mode leaves FI_MR_ENDPOINT out (fi_multi_mr never binds its regions): nothing to bind.
-    EXPECT_EQ(d.e->domain_attr->mr_mode & FI_MR_ENDPOINT, 0);
-    return;
-  }
-  fid_av* av = nullptr;
-  fi_av_attr av_attr{};
-  ASSERT_EQ(fi_av_open(d.domain, &av_attr, &av, nullptr), 0);
-  fid_ep* ep = nullptr;
-  ASSERT_EQ(fi_endpoint(d.domain, d.e, &ep, nullptr), 0);
+  Dom plain(kBtlOfiModes);
+  ASSERT_NE(plain.domain, nullptr);
+  EXPECT_EQ(plain.e->domain_attr->mr_mode & FI_MR_ENDPOINT, 0);
+  EXPECT_EQ((d.e->domain_attr->mr_mode & FI_MR_ENDPOINT) != 0, mr_endpoint_on());
   char buf[128];
   fid_mr* mr = nullptr;
-  ASSERT_EQ(fi_mr_reg(d.domain, buf, sizeof(buf), FI_REMOTE_WRITE, 0, 0, 0, &mr, nullptr), 0);
-  EXPECT_EQ(fi_mr_enable(mr), -FI_EOPBADSTATE) << "not bound to an endpoint yet";
-  EXPECT_EQ(fi_mr_bind(mr, &ep->fid, FI_REMOTE_WRITE), -FI_EBADFLAGS);
-  EXPECT_EQ(fi_mr_bind(mr, &ep->fid, 0), 0);
-  EXPECT_EQ(fi_mr_bind(mr, &ep->fid, 0), -FI_EINVAL) << "one endpoint";
+  if (mr_endpoint_on()) {
+    fid_av* av = nullptr;
+    fi_av_attr av_attr{};
+    ASSERT_EQ(fi_av_open(d.domain, &av_attr, &av, nullptr), 0);
+    fid_ep* ep = nullptr;
+    ASSERT_EQ(fi_endpoint(d.domain, d.e, &ep, nullptr), 0);
+    ASSERT_EQ(fi_mr_reg(d.domain, buf, sizeof(buf), FI_REMOTE_WRITE, 0, 0, 0, &mr, nullptr), 0);
+    EXPECT_EQ(fi_mr_enable(mr), -FI_EOPBADSTATE) << "not bound to an endpoint yet";
+    EXPECT_EQ(fi_mr_bind(mr, &ep->fid, FI_REMOTE_WRITE), -FI_EBADFLAGS);
+    EXPECT_EQ(fi_mr_bind(mr, &ep->fid, 0), 0);
+    EXPECT_EQ(fi_mr_bind(mr, &ep->fid, 0), -FI_EINVAL) << "one endpoint";
+    EXPECT_EQ(fi_mr_enable(mr), 0);
+    EXPECT_EQ(fi_mr_enable(mr), 0);
+    EXPECT_EQ(fi_close(&mr->fid), 0);
+    EXPECT_EQ(fi_close(&ep->fid), 0);
+    EXPECT_EQ(fi_close(&av->fid), 0);
+  }
+  // Without FI_MR_ENDPOINT regions are enabled at once, and binding one to an endpoint is refused.
+  Dom& open = mr_endpoint_on() ? plain : d;
+  fid_av* av = nullptr;
+  fi_av_attr av_attr{};
+  ASSERT_EQ(fi_av_open(open.domain, &av_attr, &av, nullptr), 0);
+  fid_ep* ep = nullptr;
+  ASSERT_EQ(fi_endpoint(open.domain, open.e, &ep, nullptr), 0);
+  ASSERT_EQ(fi_mr_reg(open.domain, buf, sizeof(buf), FI_REMOTE_WRITE, 0, 0, 0, &mr, nullptr), 0);
   EXPECT_EQ(fi_mr_enable(mr), 0);
-  EXPECT_EQ(fi_mr_enable(mr), 0);
+  EXPECT_EQ(fi_mr_bind(mr, &ep->fid, 0), -FI_EINVAL);
   EXPECT_EQ(fi_close(&mr->fid), 0);
   EXPECT_EQ(fi_close(&ep->fid), 0);
   EXPECT_EQ(fi_close(&av->fid), 0);
-  // Without FI_MR_ENDPOINT, binding an endpoint is refused and regions are enabled at once.
-  Dom plain(kBtlOfiModes);
-  ASSERT_NE(plain.domain, nullptr);
-  ASSERT_EQ(fi_mr_reg(plain.domain, buf, sizeof(buf), FI_REMOTE_WRITE, 0, 0, 0, &mr, nullptr), 0);
-  EXPECT_EQ(fi_mr_enable(mr), 0);
-  EXPECT_EQ(fi_close(&mr->fid), 0);
 }
 
 TEST(Mr, CountersBindForRemoteEvents) {
