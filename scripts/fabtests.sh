@@ -13,6 +13,8 @@
 # (fi_dgram_waitset and fi_poll: 2.0 deprecated wait sets and poll sets). What changed in a test
 # follows the fabtests' version: FABTESTS_VERSION, else the libfabric.pc next to FABTESTS_BIN
 # (fabtests installed into a libfabric prefix), else the system libfabric's.
+# DPFAB_FABTESTS_ONLY=REGEX runs only the tests whose command line (name and arguments) matches
+# the extended regular expression, e.g. DPFAB_FABTESTS_ONLY='rma|atomic|_mr'.
 # Ends with "N passed, M failed"; each failure's output is printed. Needs root for fi_av_test
 # (it runs in a network namespace whose kernel owns the addresses it inserts) and for
 # fi_rdm_shared_av (three processes: two network namespaces over a veth).
@@ -102,20 +104,24 @@ EOF
     echo "cannot patch $src: its cleanup is not the one of fabtests 1.17"
     exit 2
   fi
-  local logs=() pass opts excl log pid rc summary ok=0
+  local logs=() pass opts excl log pid rc summary ok=0 keys
   export FI_DPDK_PORTS="net_memif0,role=auto,socket-abstract=no,socket=$run/memif.sock"
-  for pass in main msg; do
-    if [ "$pass" = main ]; then
-      opts=$oob excl=$exclude
-    else
-      opts= excl=$PWD/scripts/fabtests-dpdk-msg.exclude
-    fi
+  # main: all but the MSG tests, with -b; msg: the MSG tests, without; mr-rdm and mr-msg:
+  # fi_multi_mr -e rdm and -e msg with the application's keys (fabtests-dpdk-mr.exclude).
+  for pass in main msg mr-rdm mr-msg; do
+    keys=provider
+    case $pass in
+      main) opts=(${oob}) excl=$exclude ;;
+      msg) opts=() excl=$PWD/scripts/fabtests-dpdk-msg.exclude ;;
+      mr-rdm) opts=(${oob} -e "-e msg") excl=$PWD/scripts/fabtests-dpdk-mr.exclude keys=application ;;
+      mr-msg) opts=(-e "-e rdm") excl=$PWD/scripts/fabtests-dpdk-mr.exclude keys=application ;;
+    esac
     log=$(mktemp "/tmp/dpfab-runfabtests-$pass.XXXXXX.yaml")
     logs+=("$log")
     # A session of its own, so that an interrupted run takes its children with it and nothing
     # else.
-    (cd "$share" && exec setsid bash "$patched" -v ${opts} -T "${FABTESTS_TIMEOUT:-60}" \
-      -f "$excl" -p "${bin%/}" -t quick dpdk) >"$log" 2>&1 &
+    (cd "$share" && FI_DPDK_MR_KEYS=$keys exec setsid bash "$patched" -v "${opts[@]}" \
+      -T "${FABTESTS_TIMEOUT:-60}" -f "$excl" -p "${bin%/}" -t quick dpdk) >"$log" 2>&1 &
     pid=$!
     trap 'kill -TERM -- -'"$pid"' 2>/dev/null; rm -rf "$run"; exit 130' INT TERM
     wait "$pid"
@@ -158,6 +164,11 @@ PY
 }
 [ "$quick" -eq 1 ] && run_quick
 
+# Whether the test named by the arguments (its command line) is to run (DPFAB_FABTESTS_ONLY).
+want() {
+  [ -z "${DPFAB_FABTESTS_ONLY:-}" ] || [[ "$*" =~ $DPFAB_FABTESTS_ONLY ]]
+}
+
 report() {  # NAME STATUS LOG...
   local name=$1 status=$2
   shift 2
@@ -176,6 +187,7 @@ report() {  # NAME STATUS LOG...
 unit() {  # NAME ARGS...
   local name=$1
   shift
+  want "$name $*" || return 0
   FI_PROVIDER='^ofi_rxd' FI_DPDK_PORTS=net_null0 timeout 120 "$bin/$name" -p dpdk "$@" \
     >"$run/$name.log" 2>&1
   report "$name $*" $? "$run/$name.log"
@@ -184,15 +196,16 @@ unit() {  # NAME ARGS...
 # Client/server over one memif link, with fixed addresses so that the tests' own address exchange
 # (no -E: the server's FI_SOURCE address, the client's node/service) works as on a real network.
 # The benchmarks (fi_*_pingpong) always exchange addresses over a TCP socket bound to -s, and
-# fi_multi_recv and fi_unexpected_msg always use that socket (FT_OPT_OOB_*): they get -E and the
-# loopback address instead.
+# fi_multi_recv, fi_unexpected_msg and fi_rdm_rma_trigger always use that socket (FT_OPT_OOB_*):
+# they get -E and the loopback address instead.
 pair() {  # NAME ARGS...
   local name=$1 sock="$run/memif.sock" s c
   shift
+  want "$name $*" || return 0
   local label="$name $*" srv=(-s 10.77.0.1) cli=(-s 10.77.0.2 "$@" 10.77.0.1)
   # fabtests 1.19's fi_rdm_tagged_peek synchronises over that socket too.
-  if [[ $name == *pingpong* || $name == fi_multi_recv || $name == fi_unexpected_msg ]] ||
-    { [[ $name == fi_rdm_tagged_peek ]] && since 1.19; }; then
+  if [[ $name == *pingpong* || $name == fi_multi_recv || $name == fi_unexpected_msg ||
+    $name == fi_rdm_rma_trigger ]] || { [[ $name == fi_rdm_tagged_peek ]] && since 1.19; }; then
     srv=(-E)
     cli=(-E "$@" 127.0.0.1)
   fi
@@ -219,6 +232,7 @@ pair() {  # NAME ARGS...
 pair_lo() {  # NAME ARGS...
   local name=$1 sock="$run/memif.sock" s c
   shift
+  want "$name $*" || return 0
   FI_DPDK_PORTS="net_memif0,role=server,socket-abstract=no,socket=$sock" \
     timeout 60 "$bin/$name" -p dpdk -s 127.0.0.1 "$@" >"$run/server.log" 2>&1 &
   s=$!
@@ -240,13 +254,19 @@ unit fi_getinfo_test -e rdm
 unit fi_eq_test
 unit fi_cq_test
 unit fi_cntr_test
+# Memory registration (fi_mr_reg/regv/regattr over every access combination; FI_RMA in the
+# hints). fi_getinfo_test's RMA cases (FI_RMA with FI_MR_BASIC, FI_MR_SCALABLE and the mr_mode
+# bits, the RMA, atomic and trigger capabilities) run in the two above. Not with -e msg: its
+# caps4 case adds the capabilities of the first entry libfabric lists (tcp;ofi_rxm's FI_TAGGED
+# and FI_MULTI_RECV) to FI_EP_MSG hints, which no MSG endpoint offers (tcp's fails it too).
+unit fi_mr_test
 
 # fi_av_test inserts six consecutive addresses from -g: a kernel on the other end of a veth owns
 # them and answers ARP. (fabtests 1.17's av_good_2vector_async expects the count back from an
 # FI_EVENT insertion; fi_av(3) and libfabric's own util AV return 0: that case fails, and the
 # completion it leaves on the shared EQ fails the asynchronous cases after it. With that check
 # changed to 0 in unit/av_test.c every case passes. See doc/conformance.md, "What fails and why".)
-if [ "$(id -u)" -eq 0 ]; then
+if [ "$(id -u)" -eq 0 ] && want fi_av_test; then
   for e in dgram rdm; do
     (
       trap - EXIT  # hosts.sh chains the cleanup it finds: not the run folder's
@@ -280,6 +300,7 @@ have fi_dgram_waitset >/dev/null && pair fi_dgram_waitset
 # fi_mcast: the listener joins the group (-M), the sender sends to it without joining.
 mcast() {
   local sock="$run/mcast.sock" l sc lc
+  want fi_mcast || return 0
   FI_DPDK_PORTS="net_memif0,role=server,socket-abstract=no,socket=$sock" \
     timeout 30 "$bin/fi_mcast" -p dpdk -M 239.1.2.3 >"$run/listener.log" 2>&1 &
   l=$!
@@ -316,6 +337,24 @@ for n in "" -N; do
   # shellcheck disable=SC2086
   [ -n "$inject" ] && pair "$inject" $n -A inj_complete -e rdm -v
 done
+# RMA and atomics on FI_EP_RDM: every operation, data checked (-v), with delivery complete (-U)
+# too; fi_rdm_atomic runs every op and datatype fi_atomicvalid accepts; FI_RMA_EVENT counters;
+# triggered writes through an alias endpoint; many regions, each with its own key.
+for o in write read writedata; do
+  for u in "" -U; do
+    # shellcheck disable=SC2086
+    pair fi_rma_bw -e rdm -o "$o" -I 100 -v $u
+  done
+done
+for u in "" -U; do
+  # shellcheck disable=SC2086
+  pair fi_rdm_atomic -o all -z all -I 10 $u
+done
+pair fi_rdm_rma_event
+pair fi_rdm_rma_trigger
+# fi_multi_mr writes to keys 1 and 2 at offset 0 without exchanging them: the application's keys
+# and offsets (fi_dpdk(7), FI_DPDK_MR_KEYS).
+FI_DPDK_MR_KEYS=application pair fi_multi_mr -e rdm -V
 # FI_EP_MSG: connections (passive endpoint, fi_connect/fi_accept/fi_reject with data, shutdown).
 pair_lo fi_msg
 pair_lo fi_msg_epoll
@@ -328,24 +367,21 @@ pair_lo fi_multi_recv -e msg -I 100
 pair_lo fi_unexpected_msg -e msg -I 10
 # fabtests 2.0 renamed fi_bw to fi_flood (the same options).
 flood=$(have fi_bw fi_flood) && pair_lo "$flood" -e msg -v -T 1
-# fabtests 2.0's fi_multi_ep also writes with RMA (FI_RMA), which dpdk does not offer.
-if since 2.0; then
-  echo "not run: fi_multi_ep -e msg -v (fabtests $version: needs FI_RMA)" >&2
-else
-  pair_lo fi_multi_ep -e msg -v
-fi
+pair_lo fi_multi_ep -e msg -v
+# RMA over a connection.
+for o in write read writedata; do pair_lo fi_rma_bw -e msg -o "$o" -I 100 -v; done
+FI_DPDK_MR_KEYS=application pair_lo fi_multi_mr -e msg -V
 # fabtests 1.17's fi_msg_inject (and 2.x fi_inject_test) sets FI_EP_RDM after parsing its options:
 # -e msg changes nothing, it runs the native RDM (as the -e rdm runs above).
 [ -n "$inject" ] && pair "$inject" -A inj_complete -e msg -v
-# Not run: fi_shared_ctx -e msg (shared contexts are not offered: both sides get -FI_ENODATA),
-# fi_rma_bw -e msg and fi_multi_mr -e msg (RMA is not offered).
+# Not run: fi_shared_ctx -e msg (shared contexts are not offered: both sides get -FI_ENODATA).
 # fi_rdm_shared_av: the client forks; parent and child each open a port of their own and share a
 # named AV (FI_SHARED_AV): the parent inserts the server, the child sends to the fi_addr it reads
 # from the AV's map_addr. A memif link joins two processes only, so this runs on two network
 # namespaces joined by a veth (root): the server on one, the client's two processes on one
 # af_packet interface of the other (the same MAC and IPv4; their ephemeral UDP ports tell them
 # apart, see fi_dpdk(7), Addressing).
-if [ "$(id -u)" -eq 0 ]; then
+if [ "$(id -u)" -eq 0 ] && want fi_rdm_shared_av; then
   (
     trap - EXIT
     # shellcheck source=../test/integration/hosts/hosts.sh

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 #
 # Runs the libFuzzer targets of test/fuzz for a bounded time each.
-#   scripts/fuzz.sh [seconds per target (default 30)] [target ...]   (targets: decoder arp rdm rdm-core cm)
+#   scripts/fuzz.sh [seconds per target (default 30)] [target ...]   (targets: decoder arp rdm rdm-core cm shm-ring shm-hello address rma)
 # Configures build-fuzz with clang (-Dfuzz=true -Dtests=true) if it is missing, builds only the
 # fuzz targets, and runs each from a copy of its seed corpus (build-fuzz/fuzz-corpus/<target>,
 # which keeps what the fuzzer finds between runs) with -max_total_time and -rss_limit_mb=2048.
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-30}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(decoder arp rdm rdm-core cm)
+[ ${#targets[@]} -eq 0 ] && targets=(decoder arp rdm rdm-core cm shm-ring shm-hello address rma)
 
 if [ ! -f build-fuzz/build.ninja ]; then
   CC=clang CXX=clang++ meson setup build-fuzz -Dfuzz=true -Dtests=true >/dev/null

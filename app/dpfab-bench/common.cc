@@ -1,7 +1,25 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "common.h"
 
+#include <algorithm>
+
 namespace dpfab::bench {
+
+std::vector<std::string> expand_providers(const std::vector<std::string>& in) {
+  std::vector<std::string> out;
+  auto add = [&](const std::string& p) {
+    if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+  };
+  for (const auto& p : in) {
+    if (p == "dpdk") {
+      add(std::string(kDpdkPort));
+      add(std::string(kDpdkShm));
+    } else {
+      add(p);
+    }
+  }
+  return out;
+}
 
 std::optional<Mode> parse_mode(std::string_view name) {
   for (size_t i = 0; i < kModeNames.size(); i++)

@@ -27,9 +27,11 @@ enum class Mode { kSpin, kSread, kFd, kPollfd, kWaitset, kPollset, kCond, kYield
 inline constexpr std::array<std::string_view, 9> kModeNames = {
     "spin", "sread", "fd", "pollfd", "waitset", "pollset", "cond", "yield", "worker"};
 
-/// What the two processes do with each other.
-enum class Workload { kPingpong, kStream, kWakeup };
-inline constexpr std::array<std::string_view, 3> kWorkloadNames = {"pingpong", "stream", "wakeup"};
+/// What the two processes do with each other: messages (pingpong, stream, wakeup), or one-sided
+/// operations (rma.h: rma-write, rma-read, rma-bw, atomic; spin mode only).
+enum class Workload { kPingpong, kStream, kWakeup, kRmaWrite, kRmaRead, kRmaBw, kAtomic };
+inline constexpr std::array<std::string_view, 7> kWorkloadNames = {
+    "pingpong", "stream", "wakeup", "rma-write", "rma-read", "rma-bw", "atomic"};
 
 inline constexpr std::array<std::string_view, 3> kEpTypeNames = {"dgram", "rdm", "msg"};
 
@@ -41,6 +43,21 @@ inline std::string workload_name(Workload w) {
   return std::string(kWorkloadNames[static_cast<int>(w)]);
 }
 
+// ---- providers and their labels ---------------------------------------------------------------
+
+/// The dpdk provider runs as two labelled pairs, one per path between two processes of one host
+/// (README, "dpfab-bench"): "dpdk-port" over its port (a memif link of its own unless
+/// --dpdk-ports says otherwise), with the same-host path off (FI_DPDK_SHM=off): what the DPDK data
+/// path costs; "dpdk-shm" over the same-host path (shared memory, FI_DPDK_SHM=on). "dpdk" in -p
+/// stands for both. Every other label is the libfabric provider of that name.
+inline constexpr std::string_view kDpdkPort = "dpdk-port", kDpdkShm = "dpdk-shm";
+/// The libfabric provider a label runs ("dpdk" for both dpdk labels).
+inline std::string fabric_provider(const std::string& label) {
+  return label == kDpdkPort || label == kDpdkShm ? std::string("dpdk") : label;
+}
+/// -p's list with "dpdk" expanded to its two labels (in place, without duplicates).
+std::vector<std::string> expand_providers(const std::vector<std::string>& in);
+
 // ---- options ----------------------------------------------------------------------------------
 
 /// Everything that decides what is measured. main.cc fills it from the command line; the
@@ -48,12 +65,13 @@ inline std::string workload_name(Workload w) {
 struct Options {
   std::vector<std::string> providers{"dpdk", "shm", "udp", "tcp"};
   std::vector<std::string> modes{kModeNames.begin(), kModeNames.end()};
-  std::vector<std::string> workloads{kWorkloadNames.begin(), kWorkloadNames.end()};
+  /// The message workloads by default; the one-sided ones when asked for (-w rma-write,...).
+  std::vector<std::string> workloads{kWorkloadNames.begin(), kWorkloadNames.begin() + 3};
   std::vector<std::string> ep_types{kEpTypeNames.begin(), kEpTypeNames.end()};
   std::vector<std::string> wait_on{"cq"};  ///< what the modes wait on: cq, cntr (a counter)
   std::vector<uint64_t> sizes{64, 1024};
   uint64_t iterations = 10000;    ///< timed iterations per case at most (stream: messages)
-  double duration_s = 0.4;        ///< wall time of a case's timed window at most
+  double duration_s = 0.2;        ///< wall time of a case's timed window at most (main job: 5 min)
   uint64_t warmup = 100;          ///< warm-up iterations (also bounded to a quarter of duration_s)
   uint32_t window = 32;           ///< stream: messages in flight per credit
   uint32_t gap_us = 2000;         ///< wakeup: idle gap before each message

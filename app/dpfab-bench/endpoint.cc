@@ -89,9 +89,10 @@ std::string fi_error(const char* call, int ret) {
 }
 
 InfoPtr choose_info(const std::string& provider, const std::string& ep_type,
-                    const std::string& layered, const std::string& iface, std::string* why) {
+                    const std::string& layered, const std::string& iface, std::string* why,
+                    bool rma) {
   InfoPtr hints(fi_allocinfo());
-  hints->caps = FI_MSG;
+  hints->caps = FI_MSG | (rma ? FI_RMA | FI_ATOMIC : 0);
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
   hints->ep_attr->type = ep_type_of(ep_type);
   hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
@@ -115,7 +116,7 @@ InfoPtr choose_info(const std::string& provider, const std::string& ep_type,
     if (rank < best_rank) best = i, best_rank = rank;
   }
   if (!best) {
-    *why = "no " + ep_type + " entry of " + provider +
+    *why = "no " + ep_type + " entry of " + provider + (rma ? " with FI_RMA | FI_ATOMIC" : "") +
            (layered == "none" ? "" : " (layers accepted: " + layered + ")");
     return nullptr;
   }

@@ -35,9 +35,11 @@ using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
 /// The fi_info entry the benchmark uses for `provider` and endpoint type `ep_type` ("dgram",
 /// "rdm", "msg"): an entry whose prov_name is exactly the provider, else (per `layered`: "rxm"
 /// accepts "<provider>;ofi_rxm", "all" any "<provider>;..." layer, "none" nothing), preferring the
-/// domain named `iface`. Returns a copy (fi_dupinfo), or null with *why set.
+/// domain named `iface`. With `rma` the entry also offers FI_RMA and FI_ATOMIC (the one-sided
+/// workloads). Returns a copy (fi_dupinfo), or null with *why set.
 InfoPtr choose_info(const std::string& provider, const std::string& ep_type,
-                    const std::string& layered, const std::string& iface, std::string* why);
+                    const std::string& layered, const std::string& iface, std::string* why,
+                    bool rma = false);
 
 /// libfabric's words for an error code: "fi_cq_open: Function not implemented (-38)".
 std::string fi_error(const char* call, int ret);
@@ -99,6 +101,13 @@ class Endpoint {
   bool pop_rx(Rx* rx);
   /// Posts the receive buffer again. Returns 0 or a negative -FI_E*.
   int repost(uint32_t slot);
+
+  /// The objects themselves, for the one-sided workloads (rma.h), which read the CQ directly.
+  fid_ep* ep() const { return ep_; }
+  fid_cq* cq() const { return cq_; }
+  fid_domain* domain() const { return domain_; }
+  fi_addr_t peer() const { return peer_; }
+  const fi_info* info() const { return info_.get(); }
 
   /// Times the waiting call was entered after the CQ was found empty and returned (see
   /// doc/benchmark.md, "Workloads and what the figures mean").

@@ -416,6 +416,9 @@ class Client {
         else if (*wl == Workload::kWakeup)
           rec = failed_record(key, "unsupported",
                               "the raw port floor busy-polls: it has no wake-up to measure");
+        else if (*wl != Workload::kPingpong && *wl != Workload::kStream)
+          rec = failed_record(key, "unsupported",
+                              "the raw port floor is measured for pingpong and stream only");
         else if (size < kMinSize)
           rec = failed_record(
               key, "unsupported",

@@ -279,11 +279,18 @@ ProviderRun run_provider(const Options& o, const std::string& provider, const st
   std::string cfg = json(po).dump();
   std::string oob = rundir + "/" + provider + ".oob";
   std::map<std::string, std::string> env, server_env, client_env;
-  if (provider == "dpdk" && netns) {
+  const bool dpdk = fabric_provider(provider) == "dpdk";
+  if (dpdk) {
+    // The path between the pair: its port, or the same-host path (common.h).
+    env["FI_DPDK_SHM"] = provider == kDpdkShm ? "on" : "off";
+    run.info["FI_DPDK_SHM"] = env["FI_DPDK_SHM"];
+    run.info["path"] = provider == kDpdkShm ? "same-host path (shared memory)" : "port";
+  }
+  if (dpdk && netns) {
     server_env = netns->dpdk_env(0);
     client_env = netns->dpdk_env(1);
     run.info["FI_DPDK_PORTS"] = {server_env["FI_DPDK_PORTS"], client_env["FI_DPDK_PORTS"]};
-  } else if (provider == "dpdk") {
+  } else if (dpdk) {
     if (!o.dpdk_ports.empty())
       env["FI_DPDK_PORTS"] = o.dpdk_ports;
     else if (!std::getenv("FI_DPDK_PORTS"))
@@ -295,12 +302,18 @@ ProviderRun run_provider(const Options& o, const std::string& provider, const st
   run.info["server_log"] = slog;
   run.info["client_log"] = clog;
   if (env.count("FI_DPDK_PORTS")) run.info["FI_DPDK_PORTS"] = env["FI_DPDK_PORTS"];
-  if (provider == "dpdk" && !netns && !o.dpdk_client_ports.empty()) {
+  if (dpdk && !netns && !o.dpdk_client_ports.empty()) {
     // Two ports of this machine (NICs cabled to each other): the client gets its own.
     client_env["FI_DPDK_PORTS"] = o.dpdk_client_ports;
     run.info["FI_DPDK_PORTS"] = {env["FI_DPDK_PORTS"], o.dpdk_client_ports};
   }
   if (netns) run.info["netns"] = {netns->ns[0], netns->ns[1]};
+  if (dpdk && netns && provider == kDpdkShm) {
+    // Two network namespaces are two hosts to the same-host path (its host identity includes the
+    // namespace): it would carry nothing.
+    run.info["error"] = "--netns puts the pair on two hosts: no same-host path (use dpdk-port)";
+    return run;
+  }
   server_env.insert(env.begin(), env.end());
   client_env.insert(env.begin(), env.end());
   int ev[2];
@@ -465,7 +478,7 @@ void add_over_floor(json& records) {
       floor[{r.value("workload", ""), r.value("size", uint64_t{0})}] =
           r["lat_p50_us"].get<double>();
   for (auto& r : records) {
-    if (r.value("provider", "") != "dpdk" || !r.contains("lat_p50_us") ||
+    if (r.value("provider", "") != kDpdkPort || !r.contains("lat_p50_us") ||
         !r["lat_p50_us"].is_number())
       continue;
     auto it = floor.find({r.value("workload", ""), r.value("size", uint64_t{0})});
@@ -539,15 +552,21 @@ int orchestrate(const Options& o, const std::string& out_dir, std::string name,
   doc["options"]["floor"] = floor_on;
   doc["providers"] = json::object();
   json records = json::array();
-  const bool with_dpdk =
-      std::find(o.providers.begin(), o.providers.end(), "dpdk") != o.providers.end();
+  // The floor is what dpdk over its port runs on (dpdk-shm does not touch the port).
+  const bool with_dpdk = std::find(o.providers.begin(), o.providers.end(),
+                                   std::string(kDpdkPort)) != o.providers.end();
+  // Only two-sided message workloads have a raw-frame equivalent: a one-sided run has no floor.
+  const bool two_sided = std::any_of(o.workloads.begin(), o.workloads.end(), [](const auto& w) {
+    return w == "pingpong" || w == "stream" || w == "wakeup";
+  });
+  floor_on = floor_on && with_dpdk && two_sided;
   FloorPlan floor;
-  if (floor_on && with_dpdk) floor = plan_floor(o, exe_dir, rundir, netns_pmd);
+  if (floor_on) floor = plan_floor(o, exe_dir, rundir, netns_pmd);
   Progress progress;
   progress.providers_total = o.providers.size() + (floor.run ? 1 : 0);
   int64_t t0 = now_ns();
   for (const auto& p : o.providers) {
-    if (p == "dpdk" && floor_on) {
+    if (p == kDpdkPort && floor_on) {
       // The raw-port floor, just before the dpdk pair: the same link type, the same sizes.
       if (floor.run) {
         ProviderRun fr =
@@ -641,14 +660,17 @@ int main(int argc, char** argv) {
   double stall_s = 60;
   bool no_table = false, no_floor = false;
   std::string netns, from_json;
-  app.add_option("-p,--providers", o.providers, "providers to compare")
+  app.add_option("-p,--providers", o.providers,
+                 "providers to compare; dpdk = dpdk-port (over its port, same-host path off) "
+                 "and dpdk-shm (over the same-host path)")
       ->delimiter(',')
       ->capture_default_str();
   app.add_option("-m,--modes", o.modes,
                  "waiting modes: spin sread fd pollfd waitset pollset cond yield worker")
       ->delimiter(',')
       ->capture_default_str();
-  app.add_option("-w,--workloads", o.workloads, "pingpong stream wakeup")
+  app.add_option("-w,--workloads", o.workloads,
+                 "pingpong stream wakeup; one-sided (spin mode): rma-write rma-read rma-bw atomic")
       ->delimiter(',')
       ->capture_default_str();
   app.add_option("-e,--ep-types", o.ep_types, "endpoint types tried (those offered are used)")
@@ -746,6 +768,11 @@ int main(int argc, char** argv) {
       return std::fprintf(stderr, "dpfab-bench: unknown endpoint type %s\n", t.c_str()), 2;
   if (o.duration_s <= 0 || o.iterations == 0 || o.timeout_ms <= 0)
     return std::fprintf(stderr, "dpfab-bench: duration, iterations and timeout must be > 0\n"), 2;
+  o.providers = expand_providers(o.providers);
+  if (!netns.empty()) {  // two namespaces are two hosts: no same-host path between the pair
+    auto& p = o.providers;
+    p.erase(std::remove(p.begin(), p.end(), std::string(kDpdkShm)), p.end());
+  }
   signal(SIGPIPE, SIG_IGN);
   return orchestrate(o, out_dir, name, plot, stall_s, !no_table, netns, !no_floor);
 }

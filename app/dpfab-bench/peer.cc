@@ -11,6 +11,7 @@
 #include "endpoint.h"
 #include "oob.h"
 #include "record.h"
+#include "rma.h"
 
 namespace dpfab::bench {
 
@@ -90,6 +91,9 @@ class ClientCase {
         break;
       case Workload::kStream:
         windows();
+        break;
+      default:  // the one-sided workloads run in run_rma_group, never here
+        m_.error = "not a message workload";
         break;
     }
     // Best effort: tells the server the case is over (the out-of-band "end" follows anyway).
@@ -349,24 +353,37 @@ int run_server(const Options& o, const std::string& oob_path) {
     return 1;
   }
   std::unique_ptr<Endpoint> ep;
+  std::unique_ptr<RmaRegion> region;     // one-sided groups: our region...
+  uint64_t peer_key = 0, peer_addr = 0;  // ...and the client's
   for (;;) {
     auto msg = oob.recv(120'000);
     if (!msg) return oob.closed() ? 0 : 1;
     std::string cmd = msg->value("cmd", "");
     if (cmd == "open") {
+      region.reset();
       ep = std::make_unique<Endpoint>();
       std::string ep_type = msg->value("ep", ""), why;
-      InfoPtr info = choose_info(provider, ep_type, o.layered, o.iface, &why);
+      const bool rma = msg->value("rma", false);
+      const size_t buf = msg->value("buf", size_t{kMinSize});
+      InfoPtr info = choose_info(fabric_provider(provider), ep_type, o.layered, o.iface, &why, rma);
       std::string e =
-          info
-              ? ep->open(info.get(), parse_mode(msg->value("mode", "spin")).value_or(Mode::kSpin),
-                         msg->value("buf", size_t{kMinSize}), msg->value("wait_on", "cq") == "cntr")
-              : why;
+          info ? ep->open(info.get(), parse_mode(msg->value("mode", "spin")).value_or(Mode::kSpin),
+                          buf, msg->value("wait_on", "cq") == "cntr")
+               : why;
+      if (e.empty() && rma) {
+        region = std::make_unique<RmaRegion>();
+        e = region->open(ep->domain(), ep->info(), 2 * buf);
+      }
       std::string name;
       if (e.empty()) e = ep->local_name(&name, ep_type == "msg");
       json r = reply(e);
       r["name"] = to_hex(name.data(), name.size());
+      if (region) r["key"] = region->key(), r["addr"] = region->addr();
       oob.send(r);
+    } else if (cmd == "rma_peer") {
+      peer_key = msg->value("key", uint64_t{0});
+      peer_addr = msg->value("addr", uint64_t{0});
+      oob.send(reply(region ? "" : "no one-sided group open"));
     } else if (cmd == "accept") {
       oob.send(reply(ep ? ep->accept(kConnectTimeoutMs) : "no group open"));
     } else if (cmd == "peer") {
@@ -374,15 +391,39 @@ int run_server(const Options& o, const std::string& oob_path) {
     } else if (cmd == "run") {
       CaseParams p{msg->value("case", 0u), Workload::kPingpong, msg->value("size", size_t{0}),
                    msg->value("window", 1u)};
+      const auto w = parse_workload(msg->value("workload", "pingpong"));
+      if (w && is_rma(*w)) {
+        if (!ep || !region) {
+          oob.send(reply("no one-sided group open"));
+          continue;
+        }
+        // The region is cleared before the client is told to start.
+        std::memset(region->data(), 0, region->size());
+        oob.send(reply(""));
+        Usage used;
+        const std::string e =
+            serve_rma(*ep, oob, *region, peer_key, peer_addr, *w, p.size, o.timeout_ms, &used);
+        SideFigures side;
+        side.usage = used;
+        json fig = side_json(side);
+        fig["timed"] = true;
+        fig["error"] = e;
+        auto end = oob.recv(kOobTimeoutMs);
+        if (!end) return 1;
+        oob.send(fig);
+        continue;
+      }
       oob.send(reply(ep ? "" : "no group open"));
       json fig = ep ? serve_case(*ep, oob, p, o.timeout_ms) : json::object();
       auto end = oob.recv(kOobTimeoutMs);
       if (!end) return 1;
       oob.send(fig);
     } else if (cmd == "close") {
+      region.reset();
       ep.reset();
       oob.send(reply(""));
     } else if (cmd == "quit") {
+      region.reset();
       ep.reset();
       oob.send(reply(""));
       return 0;
@@ -411,7 +452,7 @@ class Client {
     json absent = json::object();
     for (const auto& t : o_.ep_types) {
       std::string why;
-      InfoPtr info = choose_info(provider, t, o_.layered, o_.iface, &why);
+      InfoPtr info = choose_info(fabric_provider(provider), t, o_.layered, o_.iface, &why);
       if (info)
         groups.emplace_back(t, std::move(info));
       else
@@ -419,8 +460,28 @@ class Client {
     }
     json offered = json::object();
     for (auto& [t, info] : groups) offered[t] = info->fabric_attr->prov_name;
+    // Message workloads run in every group; one-sided ones once per RDM/MSG endpoint type, in
+    // the spin mode, on entries that offer RMA and atomics.
+    size_t msg_workloads = 0;
+    for (const auto& w : o_.workloads)
+      msg_workloads += !(parse_workload(w) && is_rma(*parse_workload(w)));
+    const size_t rma_workloads = o_.workloads.size() - msg_workloads;
+    std::vector<std::pair<std::string, InfoPtr>> rma_groups;
+    if (rma_workloads)
+      for (const auto& t : o_.ep_types) {
+        if (t == "dgram") continue;
+        std::string why;
+        InfoPtr info = choose_info(fabric_provider(provider), t, o_.layered, o_.iface, &why, true);
+        if (info)
+          offered[t + "-rma"] = info->fabric_attr->prov_name;
+        else
+          absent[t + "-rma"] = why;
+        rma_groups.emplace_back(t, std::move(info));
+        rma_why_.push_back(why);
+      }
     size_t cases =
-        groups.size() * o_.wait_on.size() * o_.modes.size() * o_.workloads.size() * o_.sizes.size();
+        groups.size() * o_.wait_on.size() * o_.modes.size() * msg_workloads * o_.sizes.size() +
+        rma_groups.size() * rma_workloads * o_.sizes.size();
     emit({{"event", "plan"}, {"cases", cases}, {"offered", offered}, {"absent", absent}});
     size_t max_size = kMinSize;
     for (auto s : o_.sizes) max_size = std::max<size_t>(max_size, s);
@@ -429,6 +490,8 @@ class Client {
       for (const auto& object : o_.wait_on)
         for (const auto& mode : o_.modes) run_group(ep_type, info.get(), mode, object, max_size);
     }
+    for (size_t g = 0; g < rma_groups.size(); ++g)
+      run_rma_group(rma_groups[g].first, rma_groups[g].second.get(), rma_why_[g], max_size);
     oob_.send({{"cmd", "quit"}});
     oob_.recv(5000);
     return 0;
@@ -488,6 +551,7 @@ class Client {
       }
     }
     for (const auto& w : o_.workloads) {
+      if (auto wl = parse_workload(w); wl && is_rma(*wl)) continue;  // run_rma_group's
       for (auto size : o_.sizes) {
         key.workload = w;
         key.size = size;
@@ -520,6 +584,117 @@ class Client {
       }
     }
     if (server_open && !oob_.closed()) ask({{"cmd", "close"}});
+  }
+
+  // The one-sided workloads of one endpoint type (rma.h): an endpoint with FI_RMA and FI_ATOMIC
+  // and a registered region on each side, the spin mode, every size.
+  void run_rma_group(const std::string& ep_type, const fi_info* info, const std::string& why,
+                     size_t max_size) {
+    CaseKey key{"", o_.providers[0], "", "", "", ep_type, "spin", "cq", 0};
+    if (info) {
+      key.prov_name = info->fabric_attr->prov_name ? info->fabric_attr->prov_name : "";
+      key.fabric = info->fabric_attr->name ? info->fabric_attr->name : "";
+      key.domain = info->domain_attr->name ? info->domain_attr->name : "";
+    }
+    std::string unsupported = info ? "" : why, error;
+    Endpoint ep;
+    RmaRegion region;
+    uint64_t rkey = 0, raddr = 0;
+    bool server_open = false;
+    if (info) {
+      auto r = ask({{"cmd", "open"},
+                    {"ep", ep_type},
+                    {"mode", "spin"},
+                    {"wait_on", "cq"},
+                    {"buf", max_size},
+                    {"rma", true}});
+      if (!r) {
+        error = "no answer from the server process";
+      } else {
+        server_open = true;
+        if (!r->value("ok", false)) {
+          unsupported = r->value("error", "?");
+        } else if (std::string e = ep.open(info, Mode::kSpin, max_size); !e.empty()) {
+          unsupported = e;
+        } else if (std::string e = region.open(ep.domain(), ep.info(), 2 * max_size); !e.empty()) {
+          unsupported = e;
+        } else {
+          rkey = r->value("key", uint64_t{0});
+          raddr = r->value("addr", uint64_t{0});
+          error = connect(ep, ep_type, from_hex(r->value("name", "")));
+          if (error.empty()) {
+            auto pr = ask({{"cmd", "rma_peer"}, {"key", region.key()}, {"addr", region.addr()}});
+            if (!pr || !pr->value("ok", false))
+              error = pr ? "server: " + pr->value("error", "?") : "no answer from the server";
+          }
+        }
+      }
+    }
+    for (const auto& w : o_.workloads) {
+      auto wl = parse_workload(w);
+      if (!wl || !is_rma(*wl)) continue;
+      for (auto size : o_.sizes) {
+        key.workload = w;
+        key.size = size;
+        emit({{"event", "case"},
+              {"workload", w},
+              {"ep_type", ep_type},
+              {"mode", "spin"},
+              {"size", size}});
+        json rec;
+        if (!unsupported.empty())
+          rec = failed_record(key, "unsupported", unsupported);
+        else if (!error.empty())
+          rec = failed_record(key, "error", error);
+        else if (size < kMinSize)
+          rec = failed_record(key, "unsupported",
+                              "size below the benchmark's " + std::to_string(kMinSize) + " bytes");
+        else if (size > ep.max_size())
+          rec = failed_record(key, "unsupported",
+                              "size above " + std::to_string(ep.max_size()) +
+                                  " (the smaller of max_msg_size and the benchmark's 16 MiB)");
+        else
+          rec = run_rma_case(ep, region, rkey, raddr, key, *wl, size);
+        emit({{"event", "record"}, {"record", rec}});
+        if (rec["status"] == "error" && oob_.closed()) error = "the server process is gone";
+      }
+    }
+    if (server_open && !oob_.closed()) ask({{"cmd", "close"}});
+  }
+
+  json run_rma_case(Endpoint& ep, RmaRegion& region, uint64_t rkey, uint64_t raddr,
+                    const CaseKey& key, Workload w, size_t size) {
+    const uint32_t window = std::min<uint32_t>(o_.window, ep.tx_depth());
+    auto ack = ask({{"cmd", "run"},
+                    {"case", ++case_id_},
+                    {"workload", key.workload},
+                    {"size", size},
+                    {"window", window}});
+    if (!ack || !ack->value("ok", false))
+      return failed_record(key, "error",
+                           ack ? "server: " + ack->value("error", "?") : "server did not answer");
+    RmaMeasured rm = run_rma_client(o_, ep, region, rkey, raddr, w, size, window);
+    auto server = ask({{"cmd", "end"}});
+    Measured m;
+    m.samples_us = std::move(rm.samples_us);
+    m.iterations = rm.iterations;
+    m.messages = rm.ops;
+    m.duration_s = rm.duration_s;
+    m.side.usage = rm.usage;
+    json rec = base_record(key);
+    std::string error = rm.error;
+    if (!server)
+      error = error.empty() ? "the server did not report its figures" : error;
+    else if (error.empty() && !server->value("error", "").empty())
+      error = "server: " + server->value("error", "");
+    if (error.empty() && m.samples_us.empty()) error = "no figure in the timed window";
+    if (server) server->erase("timed"), server->erase("error");
+    fill_figures(rec, m, server ? *server : json(nullptr), size);
+    if (!error.empty()) {
+      rec["status"] = "error";
+      rec["error"] = error;
+    }
+    return rec;
   }
 
   std::string connect(Endpoint& ep, const std::string& ep_type, const std::string& server_name) {
@@ -577,6 +752,7 @@ class Client {
   int events_fd_;
   Oob oob_;
   uint32_t case_id_ = 0;
+  std::vector<std::string> rma_why_;  // why each one-sided group has no entry ("" when it has)
 };
 
 }  // namespace

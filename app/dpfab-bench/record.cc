@@ -42,9 +42,11 @@ json base_record(const CaseKey& k) {
   r["size"] = k.size;
   r["status"] = "ok";
   r["error"] = "";
-  r["latency_kind"] = k.workload == "pingpong" ? "half_round_trip"
-                      : k.workload == "stream" ? "window_round_trip"
-                                               : "one_way_wake";
+  r["latency_kind"] = k.workload == "pingpong" || k.workload == "rma-write" ? "half_round_trip"
+                      : k.workload == "stream" || k.workload == "rma-bw" || k.workload == "atomic"
+                          ? "window_round_trip"
+                      : k.workload == "rma-read" ? "round_trip"
+                                                 : "one_way_wake";
   for (size_t i = 0; i < kRecordFieldCount; i++)
     if (!r.contains(kRecordFields[i])) r[kRecordFields[i]] = nullptr;
   return r;

@@ -66,18 +66,32 @@ std::string shorten(std::string s, size_t n) {
   return s.size() <= n ? s : s.substr(0, n - 3) + "...";
 }
 
+// Whether both processes were preempted about once per iteration or more: two busy-polling
+// processes on oversubscribed CPUs (other work running), each handoff waiting for the scheduler to
+// run the peer again. The latency is then the scheduler's rotation (milliseconds), not the
+// provider's.
+bool preempted(const json& r) {
+  if (!r["ivcsw"].is_number() || !r["iterations"].is_number()) return false;
+  const double iterations = r["iterations"].get<double>();
+  return iterations > 0 && r["ivcsw"].get<double>() >= iterations / 4;
+}
+
 }  // namespace
 
 void print_table(FILE* out, const json& records) {
-  bool missed = false;
+  bool missed = false, contended = false;
   for (auto w : kWorkloadNames) {
     bool header = false;
     for (const auto& r : records) {
       if (r.value("workload", "") != w) continue;
       if (!header) {
-        const char* kind = w == "pingpong" ? "half round trip"
-                           : w == "stream" ? "time of one window (send to credit)"
-                                           : "one-way wake-up after an idle gap";
+        const char* kind = w == "pingpong"    ? "half round trip"
+                           : w == "stream"    ? "time of one window (send to credit)"
+                           : w == "wakeup"    ? "one-way wake-up after an idle gap"
+                           : w == "rma-write" ? "half round trip of RMA writes (memory polled)"
+                           : w == "rma-read"  ? "completion of one RMA read (a round trip)"
+                           : w == "rma-bw"    ? "time of one window of RMA writes"
+                                              : "time of one window of 8-byte fetch-and-adds";
         std::fprintf(out, "\n== %s (latency in us: %s)\n", std::string(w).c_str(), kind);
         std::fprintf(out, "%-16s %-12s %6s %8s %8s %8s %8s %8s %9s %8s %7s %7s %7s %6s\n",
                      "provider/ep", "mode", "size", "p50", "p90", "p99", "p99.9", "max", "msg/s",
@@ -104,6 +118,10 @@ void print_table(FILE* out, const json& records) {
         std::fprintf(out, " *");
         missed = true;
       }
+      if (preempted(r)) {
+        std::fprintf(out, " !");
+        contended = true;
+      }
       std::fprintf(out, "\n");
     }
   }
@@ -112,6 +130,12 @@ void print_table(FILE* out, const json& records) {
                  "\n* missed wake-ups: a blocked wait was ended by the benchmark's timeout "
                  "(--timeout-ms; the server's slice), not by the provider, although a completion "
                  "was ready: the latency is that bound, not the mode's (doc/benchmark.md).\n");
+  if (contended)
+    std::fprintf(out,
+                 "\n! preempted: ivcsw at least a quarter of the iterations. Other work held the "
+                 "CPUs and each handoff between the two busy-polling processes waited for the "
+                 "scheduler to run the peer: the latency is the scheduler's (milliseconds), not "
+                 "the provider's (doc/benchmark.md).\n");
 }
 
 namespace {
@@ -146,7 +170,8 @@ void print_floor(FILE* out, const json& records) {
         floor[{w, size}] = &r;
       else if (!r.value("error", "").empty() && w != "wakeup")
         why_not.insert(r.value("status", "") + ": " + r.value("error", ""));
-    } else if (r.value("provider", "") == "dpdk" && ok(r) && w != "wakeup") {
+    } else if ((r.value("provider", "") == "dpdk" || r.value("provider", "") == kDpdkPort) &&
+               ok(r) && w != "wakeup") {
       dpdk[{w, size, mode_label(r)}][r.value("ep_type", "")] = &r;
     }
   }
@@ -176,66 +201,136 @@ void print_floor(FILE* out, const json& records) {
   }
 }
 
+// The one-sided workloads: dpdk's figure at each size, and its ratio to each other provider's
+// (same endpoint type), from the same run. Latency for rma-write and rma-read, bandwidth for
+// rma-bw, the rate for atomic.
+void print_rma_comparison(FILE* out, const json& records) {
+  for (std::string w : {"rma-write", "rma-read", "rma-bw", "atomic"}) {
+    const char* field = w == "rma-bw"   ? "bandwidth_mbps"
+                        : w == "atomic" ? "msg_rate"
+                                        : "lat_p50_us";
+    std::map<std::pair<std::string, uint64_t>, double> at;  // (provider/ep, size) -> figure
+    std::set<uint64_t> sizes;
+    std::vector<std::string> others;
+    for (const auto& r : records) {
+      if (r.value("workload", "") != w || !ok(r) || !r[field].is_number()) continue;
+      const std::string g = group_name(r);
+      const uint64_t size = r.value("size", uint64_t{0});
+      at[{g, size}] = r[field].get<double>();
+      sizes.insert(size);
+      if (r.value("provider", "").rfind("dpdk", 0) != 0 &&
+          std::find(others.begin(), others.end(), g) == others.end())
+        others.push_back(g);
+    }
+    // Each dpdk label (common.h: over its port, over the same-host path) against the others.
+    for (std::string d : {"dpdk-port/rdm", "dpdk-port/msg", "dpdk-shm/rdm", "dpdk-shm/msg"}) {
+      bool any = false;
+      for (uint64_t size : sizes) any |= at.count({d, size}) > 0;
+      if (!any || others.empty()) continue;
+      std::fprintf(out, "\n== %s %s: %s value and %s/other ratio, same run\n", w.c_str(),
+                   w == "rma-bw"   ? "bandwidth (10^6 B/s)"
+                   : w == "atomic" ? "rate (atomics/s)"
+                                   : "p50 latency us",
+                   d.c_str(), d.c_str());
+      std::fprintf(out, "%8s %10s", "size", "dpdk");
+      for (const auto& g : others) std::fprintf(out, "  %-16s", g.c_str());
+      std::fprintf(out, "\n");
+      for (uint64_t size : sizes) {
+        auto it = at.find({d, size});
+        if (it == at.end()) continue;
+        std::fprintf(out, "%8llu %10s", static_cast<unsigned long long>(size),
+                     num(json(it->second)).c_str());
+        for (const auto& g : others) {
+          auto o = at.find({g, size});
+          char b[32] = "n/a";
+          if (o != at.end() && o->second > 0)
+            std::snprintf(b, sizeof(b), "x%.3g", it->second / o->second);
+          std::fprintf(out, "  %-16s", b);
+        }
+        std::fprintf(out, "\n");
+      }
+    }
+  }
+}
+
 }  // namespace
 
+// The floor under dpdk over its port; the one-sided comparisons; then, for each dpdk label
+// (common.h: dpdk-shm, dpdk-port), its RDM group (else DGRAM) against every other provider's
+// groups, same mode and size, from one run.
 void print_comparison(FILE* out, const json& records) {
   print_floor(out, records);
+  print_rma_comparison(out, records);
   uint64_t size = first_size(records);
   for (std::string w : {"pingpong", "wakeup"}) {
     // (group, mode) -> record, for this workload and size.
     std::map<std::pair<std::string, std::string>, const json*> at;
-    std::vector<std::string> others;
+    std::vector<std::string> others, dpdk_groups;
     for (const auto& r : records) {
       if (r.value("workload", "") != w || r.value("size", uint64_t{0}) != size || !ok(r)) continue;
       at[{group_name(r), mode_label(r)}] = &r;
       std::string g = group_name(r);
-      if (r.value("provider", "") != "dpdk" && r.value("provider", "") != kFloor &&
+      if (r.value("provider", "").rfind("dpdk", 0) != 0 && r.value("provider", "") != kFloor &&
           std::find(others.begin(), others.end(), g) == others.end())
         others.push_back(g);
     }
-    std::vector<const json*> dpdk;
-    for (std::string prefix : {"", "cntr-"})
-      for (auto m : kModeNames)
-        if (auto it = at.find({"dpdk/dgram", prefix + std::string(m)}); it != at.end())
-          dpdk.push_back(it->second);
-    if (dpdk.empty() || others.empty()) continue;
-    for (const char* field : {"lat_p50_us", "cpu_us_per_msg", "os_wakeups_per_msg"}) {
-      const std::string f = field;
-      std::fprintf(out,
-                   "\n== dpdk/dgram vs stock, %s %llu B, %s: dpdk value and dpdk/other "
-                   "ratio, same mode [other's spin]\n",
-                   w.c_str(), static_cast<unsigned long long>(size),
-                   f == "lat_p50_us"       ? "p50 latency us"
-                   : f == "cpu_us_per_msg" ? "CPU us per message"
-                                           : "OS wakeups per message (voluntary context switches "
-                                             "of both processes)");
-      std::fprintf(out, "%-12s %9s", "mode", "dpdk");
-      for (const auto& g : others) std::fprintf(out, "  %-19s", g.c_str());
-      std::fprintf(out, "\n");
-      for (const json* d : dpdk) {
-        std::string mode = mode_label(*d);
-        std::fprintf(out, "%-12s %9s", mode.c_str(), num((*d)[field]).c_str());
-        double dv = (*d)[field].is_number() ? (*d)[field].get<double>() : NAN;
-        for (const auto& g : others) {
-          auto ratio = [&](const std::string& m) -> std::string {
-            auto it = at.find({g, m});
-            if (it == at.end() || !(*it->second)[field].is_number()) return "n/a";
-            double ov = (*it->second)[field].get<double>();
-            if (ov <= 0 || std::isnan(dv)) return "n/a";
-            double q = dv / ov;
-            char b[32];
-            std::snprintf(b, sizeof(b),
-                          q >= 100   ? "x%.0f"
-                          : q >= 10  ? "x%.1f"
-                          : q >= 0.1 ? "x%.2f"
-                                     : "x%.2g",
-                          q);
-            return b;
-          };
-          std::string cell = ratio(mode) + " [" + ratio("spin") + "]";
-          std::fprintf(out, "  %-19s", cell.c_str());
+    for (std::string label : {std::string(kDpdkShm), std::string(kDpdkPort), std::string("dpdk")}) {
+      for (std::string ep : {"rdm", "dgram"}) {
+        const std::string g = label + "/" + ep;
+        bool any = false;
+        for (const auto& [k, v] : at) any |= k.first == g;
+        if (any) {
+          dpdk_groups.push_back(g);
+          break;
         }
+      }
+    }
+    if (dpdk_groups.empty() || others.empty()) continue;
+    for (const std::string& ref : dpdk_groups) {
+      std::vector<const json*> dpdk;
+      for (std::string prefix : {"", "cntr-"})
+        for (auto m : kModeNames)
+          if (auto it = at.find({ref, prefix + std::string(m)}); it != at.end())
+            dpdk.push_back(it->second);
+      for (const char* field : {"lat_p50_us", "cpu_us_per_msg", "os_wakeups_per_msg"}) {
+        const std::string f = field;
+        std::fprintf(out,
+                     "\n== %s vs stock, %s %llu B, %s: %s value and %s/other ratio, same mode "
+                     "[other's spin]\n",
+                     ref.c_str(), w.c_str(), static_cast<unsigned long long>(size),
+                     f == "lat_p50_us"       ? "p50 latency us"
+                     : f == "cpu_us_per_msg" ? "CPU us per message"
+                                             : "OS wakeups per message (voluntary context "
+                                               "switches of both processes)",
+                     ref.c_str(), ref.c_str());
+        std::fprintf(out, "%-12s %9s", "mode", "value");
+        for (const auto& g : others) std::fprintf(out, "  %-19s", g.c_str());
         std::fprintf(out, "\n");
+        for (const json* d : dpdk) {
+          std::string mode = mode_label(*d);
+          std::fprintf(out, "%-12s %9s", mode.c_str(), num((*d)[field]).c_str());
+          double dv = (*d)[field].is_number() ? (*d)[field].get<double>() : NAN;
+          for (const auto& g : others) {
+            auto ratio = [&](const std::string& m) -> std::string {
+              auto it = at.find({g, m});
+              if (it == at.end() || !(*it->second)[field].is_number()) return "n/a";
+              double ov = (*it->second)[field].get<double>();
+              if (ov <= 0 || std::isnan(dv)) return "n/a";
+              double q = dv / ov;
+              char b[32];
+              std::snprintf(b, sizeof(b),
+                            q >= 100   ? "x%.0f"
+                            : q >= 10  ? "x%.1f"
+                            : q >= 0.1 ? "x%.2f"
+                                       : "x%.2g",
+                            q);
+              return b;
+            };
+            std::string cell = ratio(mode) + " [" + ratio("spin") + "]";
+            std::fprintf(out, "  %-19s", cell.c_str());
+          }
+          std::fprintf(out, "\n");
+        }
       }
     }
   }

@@ -34,6 +34,7 @@
 #include "eal/eal.h"
 #include "eal/eal_args.h"
 #include "port/port.h"
+#include "wire/format.h"
 
 using namespace dpfab;
 
@@ -115,8 +116,15 @@ bool print_stats(const std::string& json) {
     if (comma == std::string::npos) comma = body.size();
     std::string kv = body.substr(start, comma - start);
     size_t colon = kv.find("\":");
-    if (colon != std::string::npos)
-      std::printf("  %-34s = %s\n", kv.substr(1, colon - 1).c_str(), kv.substr(colon + 2).c_str());
+    if (colon != std::string::npos) {
+      const std::string key = kv.substr(1, colon - 1), value = kv.substr(colon + 2);
+      std::printf("  %-34s = %s\n", key.c_str(), value.c_str());
+      if (key.ends_with("_rx_old_version") && value != "0")
+        std::printf(
+            "  %-34s   (a peer speaks dpfab wire version 1: it runs an older dpfab, and "
+            "its frames are dropped)\n",
+            "");
+    }
     start = comma + 1;
   }
   return true;
@@ -166,7 +174,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   log::use_stderr(verbose ? FI_LOG_INFO : FI_LOG_WARN);
-  std::printf("dpfab %s, %s\n\n", DPFAB_VERSION, rte_version());
+  std::printf("dpfab %s (wire version %u), %s\n\n", DPFAB_VERSION, wire::kVersion, rte_version());
 
   auto cfg = config::load(config::getenv_lookup, DPFAB_DEFAULT_CONFIG);
   if (!cfg) {
@@ -206,7 +214,7 @@ int main(int argc, char** argv) {
                 i.ipv4_auto ? " (auto)" : "");
     std::printf("    link          %s", i.link_up ? "up" : "down");
     if (i.link_up) std::printf(", %u Mb/s", i.link_speed_mbps);
-    std::printf(", mtu %u\n", i.mtu);
+    std::printf(", mtu %u (%zu bytes of payload per frame)\n", i.mtu, wire::max_payload(i.mtu));
     std::printf("    rx queues     %u of %u, %u descriptors\n", i.rx_queues, i.max_rx_queues,
                 i.rx_desc);
     std::printf("    tx queues     %u of %u, %u descriptors\n", i.tx_queues, i.max_tx_queues,

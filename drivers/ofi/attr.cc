@@ -2,9 +2,10 @@
 //
 // fi_getinfo: the attributes dpdk offers and how hints narrow them. Only what is implemented is
 // advertised. Per configured port (domain = port), in this order: an FI_EP_RDM entry (FI_MSG,
-// FI_TAGGED; ep_rdm.cc), an FI_EP_DGRAM entry (FI_MSG, FI_MULTICAST; ep_dgram.cc), then an
-// FI_EP_MSG entry (connections; ep_msg.cc, pep.cc). Applications that take the first entry
-// (fi_pingpong, fabtests, Open MPI) get the native RDM.
+// FI_TAGGED, FI_RMA, FI_ATOMIC; ep_rdm.cc), an FI_EP_DGRAM entry (FI_MSG, FI_MULTICAST;
+// ep_dgram.cc), then an FI_EP_MSG entry (connections with RDM's transfers and RMA; ep_msg.cc,
+// pep.cc). Applications that take the first entry (fi_pingpong, fabtests, Open MPI) get the native
+// RDM.
 //
 // The utility providers. libfabric 1.17 lists ofi_rxd and ofi_rxm before any DL provider and
 // layers them over every provider that answers their probe: ofi_rxd asks for FI_EP_DGRAM with
@@ -45,14 +46,35 @@ constexpr uint64_t kCommCaps = FI_LOCAL_COMM | FI_REMOTE_COMM;
 // Named AVs shared by the processes of a node (av.cc, lib/proto/av_shared.h).
 constexpr uint64_t kDomainCaps = kCommCaps | FI_SHARED_AV;
 constexpr uint64_t kDgramCaps = FI_MSG | FI_MULTICAST | FI_SEND | FI_RECV | FI_SOURCE | kDomainCaps;
+// RMA and atomics (ep_rma.h) as initiator (FI_READ, FI_WRITE) and target (FI_REMOTE_READ,
+// FI_REMOTE_WRITE, FI_RMA_EVENT counters), with FI_FENCE and triggered transmits (FI_TRIGGER,
+// counter thresholds).
+constexpr uint64_t kRmaCaps = FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ |
+                              FI_REMOTE_WRITE | FI_RMA_EVENT | FI_FENCE | FI_TRIGGER;
+constexpr uint64_t kRmaTxCaps = FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_FENCE | FI_TRIGGER;
+constexpr uint64_t kRmaRxCaps =
+    FI_RMA | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT;
 constexpr uint64_t kRdmCaps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV |
-                              FI_MULTI_RECV | FI_SOURCE | FI_SOURCE_ERR | kDomainCaps;
+                              FI_MULTI_RECV | FI_SOURCE | FI_SOURCE_ERR | kRmaCaps | kDomainCaps;
 // FI_EP_MSG: RDM's data transfer to the one connected peer (ep_msg.cc); no AV, so neither
 // FI_SOURCE nor FI_DIRECTED_RECV mean anything.
-constexpr uint64_t kMsgCaps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | kDomainCaps;
+constexpr uint64_t kMsgCaps =
+    FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | kRmaCaps | kDomainCaps;
 // Granted only when asked for: they cost a lookup per received message.
 constexpr uint64_t kAskedCaps = FI_SOURCE | FI_SOURCE_ERR;
+// The orderings that hold on RDM and MSG endpoints (rdm_core.h, "Ordering"): messages in order,
+// RMA and atomics processed at the target in the order posted, a write or message posted after a
+// read never changing what the read returns. Not WAS or RAS: a rendezvous message's data lands
+// after RMA posted later.
+constexpr uint64_t kRdmOrder =
+    FI_ORDER_SAS | FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_WAR | FI_ORDER_WAW | FI_ORDER_SAR |
+    FI_ORDER_SAW | FI_ORDER_RMA_RAR | FI_ORDER_RMA_RAW | FI_ORDER_RMA_WAR | FI_ORDER_RMA_WAW |
+    FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW;
 constexpr uint64_t kRdmMaxMsg = uint64_t{1} << 30;
+// The mr_mode bits dpdk takes up when the application offers them (narrow()), and the one it
+// takes up besides only with mr_endpoint = on (FI_DPDK_MR_ENDPOINT).
+constexpr uint64_t kMrModes = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
+constexpr uint64_t kMrEndpointMode = FI_MR_ENDPOINT;
 constexpr size_t kDefaultMtu = 1500;
 
 bool names_us(const fi_info* hints) {
@@ -79,34 +101,38 @@ void fill(fi_info* out, const config::Config& cfg, const std::string& domain_nam
   out->mode = 0;
   out->addr_format = FI_FORMAT_UNSPEC;
 
-  out->tx_attr->caps =
-      caps & ~FI_RECV & ~FI_DIRECTED_RECV & ~FI_MULTI_RECV & ~kAskedCaps & ~kDomainCaps;
+  out->tx_attr->caps = caps & ~FI_RECV & ~FI_DIRECTED_RECV & ~FI_MULTI_RECV & ~kAskedCaps &
+                       ~kDomainCaps & ~(kRmaRxCaps & ~kRmaTxCaps);
   out->tx_attr->op_flags = 0;
-  // RDM: messages to one peer are sent and matched in order (rdm_core.h); a rendezvous receive
-  // may complete after later eager ones.
-  out->tx_attr->msg_order = rdm ? FI_ORDER_SAS : 0;
+  // RDM: messages to one peer are sent and matched in order (rdm_core.h), RMA and atomics too; a
+  // rendezvous receive may complete after later eager ones.
+  out->tx_attr->msg_order = rdm ? kRdmOrder : 0;
   out->tx_attr->comp_order = fi_api::kOrderNone;
   // RDM: one frame's data (fi_inject copies it; the protocol keeps the copy until acked, in
   // tx_attr->size slots of this size), at most a standard frame's on a jumbo port.
   out->tx_attr->inject_size =
       rdm ? std::min(payload, wire::max_payload(kDefaultMtu)) - wire::kRdmHeaderLen : payload;
   out->tx_attr->size = cfg.tx_depth;
-  out->tx_attr->iov_limit = rdm ? 1 : 4;
-  out->tx_attr->rma_iov_limit = 0;
+  out->tx_attr->iov_limit = 4;
+  out->tx_attr->rma_iov_limit = rdm ? 1 : 0;  // one remote range per RMA or atomic
 
   // FI_MULTICAST is a transmit capability (fi_getinfo(3)); receiving group traffic needs FI_RECV.
-  out->rx_attr->caps = caps & ~FI_SEND & ~FI_MULTICAST & ~kAskedCaps & ~kDomainCaps;
+  out->rx_attr->caps =
+      caps & ~FI_SEND & ~FI_MULTICAST & ~kAskedCaps & ~kDomainCaps & ~(kRmaTxCaps & ~kRmaRxCaps);
   out->rx_attr->op_flags = 0;
-  out->rx_attr->msg_order = rdm ? FI_ORDER_SAS : 0;
+  out->rx_attr->msg_order = rdm ? kRdmOrder : 0;
   out->rx_attr->comp_order = fi_api::kOrderNone;
   out->rx_attr->total_buffered_recv = 0;
   out->rx_attr->size = cfg.rx_depth;
-  out->rx_attr->iov_limit = rdm ? 1 : 4;
+  out->rx_attr->iov_limit = 4;
 
   out->ep_attr->type = type;
   out->ep_attr->protocol = FI_PROTO_UNSPEC;
   out->ep_attr->protocol_version = 1;
   out->ep_attr->max_msg_size = rdm ? kRdmMaxMsg : payload;
+  // RMA and atomic orderings hold at every size.
+  out->ep_attr->max_order_raw_size = out->ep_attr->max_order_war_size =
+      out->ep_attr->max_order_waw_size = rdm ? kRdmMaxMsg : 0;
   out->ep_attr->mem_tag_format = rdm ? 0xaaaaaaaaaaaaaaaaull : 0;  // FI_TAG_GENERIC: all 64 bits
   out->ep_attr->msg_prefix_size = 0;
   out->ep_attr->tx_ctx_cnt = 1;
@@ -120,8 +146,10 @@ void fill(fi_info* out, const config::Config& cfg, const std::string& domain_nam
   d->data_progress = cfg.lcores.empty() ? FI_PROGRESS_MANUAL : FI_PROGRESS_AUTO;
   d->resource_mgmt = FI_RM_ENABLED;
   d->av_type = FI_AV_UNSPEC;
+  // Registration is needed only for the targets of RMA and atomics (mr.cc): no mode bit is
+  // required unless the application offers one (narrow()).
   d->mr_mode = 0;
-  d->mr_key_size = 0;
+  d->mr_key_size = sizeof(uint64_t);
   d->cq_data_size = 8;  // fi_senddata: the dpfab header carries 64 bits
   d->cq_cnt = 256;
   d->ep_cnt = 256;
@@ -130,8 +158,8 @@ void fill(fi_info* out, const config::Config& cfg, const std::string& domain_nam
   d->max_ep_tx_ctx = 1;
   d->max_ep_rx_ctx = 1;
   d->cntr_cnt = 256;
-  d->mr_iov_limit = 1;
-  d->mr_cnt = 0;
+  d->mr_iov_limit = proto::MrTable::kMaxIov;
+  d->mr_cnt = proto::MrTable::kMaxRegions;
   api::fill_domain(d);  // what headers newer than 1.17 added
 
   out->fabric_attr->name = strdup(kFabricName);
@@ -140,7 +168,7 @@ void fill(fi_info* out, const config::Config& cfg, const std::string& domain_nam
 }
 
 // Applies the hints to a filled entry: returns false when they cannot be met.
-bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
+bool narrow(fi_info* out, const fi_info* hints, uint32_t version, const config::Config& cfg) {
   if (!hints) return true;
   // FI_EP_MSG: a passive endpoint named here lends its address to the endpoint opened with the
   // info (fi_endpoint(3)); fabtests fi_msg_sockets does so. As libfabric's util providers do.
@@ -161,6 +189,15 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
     // Secondary capabilities of RDM that cost nothing unless used.
     // FI_MULTI_RECV is secondary: offered even when not asked for (it costs nothing unused).
     out->caps |= caps & FI_MULTI_RECV;
+    // FI_RMA or FI_ATOMIC asked for without the finer bits: all of them (fi_getinfo(3)); with
+    // some of them, those. FI_RMA_EVENT and FI_FENCE (secondary) come with RMA and atomics.
+    if (hints->caps & (FI_RMA | FI_ATOMIC)) {
+      constexpr uint64_t kFine = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+      if (!(hints->caps & kFine)) out->caps |= caps & kFine;
+      out->caps |= caps & FI_RMA_EVENT;
+    }
+    // FI_TRIGGER and FI_FENCE are secondary: granted unasked (they cost nothing unused).
+    out->caps |= caps & (FI_TRIGGER | FI_FENCE);
   }
   // We require no mode bits; any the application offers are fine.
   // Our native 16-byte address, or struct sockaddr_in (IPv4 + UDP port name an endpoint; the MAC
@@ -189,6 +226,7 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
   if (const auto* t = hints->tx_attr) {
     if (t->caps & ~out->tx_attr->caps & ~FI_MSG) return false;
     if (too_big(t->size, out->tx_attr->size) || too_big(t->iov_limit, out->tx_attr->iov_limit) ||
+        too_big(t->rma_iov_limit, out->tx_attr->rma_iov_limit) ||
         too_big(t->inject_size, out->tx_attr->inject_size))
       return false;
     if (t->msg_order & ~out->tx_attr->msg_order) return false;
@@ -224,10 +262,30 @@ bool narrow(fi_info* out, const fi_info* hints, uint32_t version) {
     if (d->resource_mgmt != FI_RM_UNSPEC) out->domain_attr->resource_mgmt = d->resource_mgmt;
     if (d->av_type != FI_AV_UNSPEC) out->domain_attr->av_type = d->av_type;
     if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
-      // Before 1.5 mr_mode is an enum; we need no registration, so basic and scalable both work.
+      // Before 1.5 mr_mode is an enum: basic (provider keys, virtual addresses) or scalable
+      // (requested keys, offsets); both are supported.
       out->domain_attr->mr_mode =
           d->mr_mode == fi_api::kMrBasic ? fi_api::kMrBasic : fi_api::kMrScalable;
+    } else if (d->mr_mode == fi_api::kMrBasic || d->mr_mode == fi_api::kMrScalable) {
+      out->domain_attr->mr_mode = d->mr_mode;  // the deprecated values, kept as asked (fi_mr(3))
+    } else {
+      // Of the bits the application supports, those that choose how regions work: virtual
+      // addresses, provider keys, and with mr_endpoint = on regions bound to endpoints (mr.cc).
+      // The others (FI_MR_LOCAL, FI_MR_ALLOCATED, FI_MR_RAW, FI_MR_MMU_NOTIFY, FI_MR_RMA_EVENT,
+      // FI_MR_HMEM) are not needed. FI_MR_ENDPOINT is left out by default: nothing here needs it,
+      // and taking it up scopes a region to one endpoint, which applications that offer it do not
+      // all expect (fabtests 2.x's fi_multi_ep binds every region to its first endpoint and writes
+      // through the others). With mr_keys = application (FI_DPDK_MR_KEYS), none of them:
+      // requested keys, offsets and regions every endpoint of the domain answers for, whatever
+      // the application offers.
+      const uint64_t taken =
+          cfg.mr_application_keys ? 0 : kMrModes | (cfg.mr_endpoint ? kMrEndpointMode : 0);
+      out->domain_attr->mr_mode = d->mr_mode & taken;
     }
+    if (too_big(d->mr_iov_limit, out->domain_attr->mr_iov_limit) ||
+        too_big(d->mr_cnt, out->domain_attr->mr_cnt) ||
+        too_big(d->mr_key_size, out->domain_attr->mr_key_size))
+      return false;
     if (d->cq_data_size > out->domain_attr->cq_data_size) return false;
     if (d->caps & ~(kDomainCaps | (asked_only & api::kDomainAskedCaps))) return false;
     out->caps |= d->caps & asked_only;  // FI_AV_USER_ID asked for as a domain capability
@@ -258,9 +316,9 @@ bool rxd_probe(const fi_info* hints) {
 }
 
 // Whether an entry could match `hints` at all, judged by what no port changes: the endpoint type
-// and the primary capabilities. Hints that ask for what dpdk never offers (FI_EP_MSG, RMA,
-// atomics) are answered before EAL starts: a process that only asked would otherwise bring up
-// DPDK and its ports for nothing, and on a role=auto memif socket take the place of the peer a
+// and the primary capabilities. Hints that ask for what dpdk never offers (RMA or atomics on
+// FI_EP_DGRAM, say) are answered before EAL starts: a process that only asked would otherwise bring
+// up DPDK and its ports for nothing, and on a role=auto memif socket take the place of the peer a
 // later process needs (runfabtests' MSG tests did so to the RDM test after them).
 bool could_match(const fi_info* hints, uint32_t version) {
   if (!hints) return true;
@@ -352,9 +410,24 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
 
     fi_info* head = nullptr;
     fi_info** tail = &head;
-    const auto& open_ports = port::ports();
+    // The domains: the ports opened (once the runtime runs: a memif port two other processes
+    // hold is not among them, and a process without a port has the placeholder "shm"), else the
+    // configured ones (and "shm" when none is configured and the same-host path is on).
+    struct Dom {
+      std::string name;
+      const port::Port* port;
+      std::optional<config::Ipv4Prefix> ipv4;
+    };
+    std::vector<Dom> doms;
+    if (const auto& open_ports = port::ports(); !open_ports.empty()) {
+      for (const auto& p : open_ports) doms.push_back({p->info().name, p.get(), std::nullopt});
+    } else {
+      for (size_t i = 0; i < cfg->ports.size(); ++i)
+        doms.push_back({cfg->ports[i].substr(0, cfg->ports[i].find(',')), nullptr, cfg->ipv4[i]});
+      if (doms.empty() && cfg->shm) doms.push_back({"shm", nullptr, std::nullopt});
+    }
     constexpr size_t kPerPort = std::size(kTypes);
-    for (size_t k = 0; k < kPerPort * cfg->ports.size(); ++k) {
+    for (size_t k = 0; k < kPerPort * doms.size(); ++k) {
       const size_t i = k / kPerPort;
       const fi_ep_type type = kTypes[k % kPerPort];
       // A loopback node names this host (fi_dpdk(7), "Loopback addresses"): as a source, the
@@ -363,9 +436,8 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
       // address); RDM and DGRAM peers are named by their own addresses.
       const bool loopback_ok = type == FI_EP_MSG;
       if (node && !loopback_ok && wire::is_loopback_ipv4(where->first)) continue;
-      const port::Port* p = i < open_ports.size() ? open_ports[i].get() : nullptr;
-      std::string domain_name =
-          p ? p->info().name : cfg->ports[i].substr(0, cfg->ports[i].find(','));
+      const port::Port* p = doms[i].port;
+      const std::string& domain_name = doms[i].name;
       size_t mtu = p && p->info().mtu ? p->info().mtu : kDefaultMtu;
 
       fi_info* out = fi_allocinfo();
@@ -374,7 +446,7 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
         return -FI_ENOMEM;
       }
       fill(out, *cfg, domain_name, mtu, type);
-      if (!narrow(out, hints, version)) {
+      if (!narrow(out, hints, version, *cfg)) {
         fi_freeinfo(out);
         continue;
       }
@@ -384,8 +456,12 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
       if (p) {
         std::memcpy(self.mac, p->info().mac.addr_bytes, 6);
         self.ipv4_be = htonl(p->info().ipv4);
-      } else if (cfg->ipv4[i]) {
-        self.ipv4_be = htonl(cfg->ipv4[i]->addr);
+        // With the same-host path, names carry the host part: src_addrlen is the size
+        // fi_getname gives (32 bytes; 16 without).
+        if (auto e = progress::PortEngine::of(const_cast<port::Port*>(p)))
+          (*e)->set_host_part(self);
+      } else if (doms[i].ipv4) {
+        self.ipv4_be = htonl(doms[i].ipv4->addr);
       }
       if (hint_src) {
         if (p && hint_src->ipv4_be && hint_src->ipv4_be != self.ipv4_be &&

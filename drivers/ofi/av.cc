@@ -347,6 +347,7 @@ int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** av, void* context) no
     opts.resolver = dom->resolver.get();
     opts.fid = &a->fid.fid;
     opts.format = addr_format_of(dom->info ? dom->info->addr_format : uint32_t{FI_FORMAT_UNSPEC});
+    opts.link = dom->engine;
     opts.user_ids = attr->flags & FI_AV_USER_ID;
     void* map_addr = shared ? const_cast<fi_addr_t*>(shared->map()) : nullptr;
     a->av = std::make_unique<proto::AddressVector>(opts, std::move(shared));

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "dpdk.h"
+#include "ep_rma.h"
 
 namespace dpfab::ofi {
 namespace {
@@ -21,11 +22,33 @@ fi_ops g_domain_fi_ops = {
     .size = sizeof(fi_ops),
     .close = domain_close,
     .bind = enosys<decltype(fi_ops::bind)>,
-    .control = enosys<decltype(fi_ops::control)>,
+    .control = domain_control,
     .ops_open = domain_ops_open,
     .tostr = nullptr,
     .ops_set = enosys<decltype(fi_ops::ops_set)>,
 };
+
+// fi_query_atomic: what one atomic of the domain's endpoints takes (ep_rma.h), for endpoints
+// opened with the domain's own inject_size.
+int query_atomic(fid_domain* domain, fi_datatype datatype, fi_op op, fi_atomic_attr* attr,
+                 uint64_t flags) noexcept {
+  auto* dom = container_of_fid<Domain>(&domain->fid);
+  if (flags & ~(FI_FETCH_ATOMIC | FI_COMPARE_ATOMIC | FI_TAGGED)) return -FI_EBADFLAGS;
+  if ((flags & FI_FETCH_ATOMIC) && (flags & FI_COMPARE_ATOMIC)) return -FI_EBADFLAGS;
+  if (flags & FI_TAGGED) return -FI_EOPNOTSUPP;  // no tagged atomics
+  const auto kind = flags & FI_FETCH_ATOMIC     ? proto::atomic::Kind::kFetch
+                    : flags & FI_COMPARE_ATOMIC ? proto::atomic::Kind::kCompare
+                                                : proto::atomic::Kind::kWrite;
+  const int dt = app_enum(datatype);
+  size_t count = 0;
+  const int r =
+      rma_data::atomic_count(app_enum(op), dt, kind, rma_data::domain_atomic_max(dom), &count);
+  if (r == 0 && attr) {
+    attr->size = proto::atomic::datatype_size(dt);
+    attr->count = count;
+  }
+  return r;
+}
 
 fi_ops_domain g_domain_ops = {
     .size = sizeof(fi_ops_domain),
@@ -37,7 +60,7 @@ fi_ops_domain g_domain_ops = {
     .poll_open = poll_open,
     .stx_ctx = enosys<decltype(fi_ops_domain::stx_ctx)>,
     .srx_ctx = enosys<decltype(fi_ops_domain::srx_ctx)>,
-    .query_atomic = enosys<decltype(fi_ops_domain::query_atomic)>,
+    .query_atomic = query_atomic,
     .query_collective = enosys<decltype(fi_ops_domain::query_collective)>,
     .endpoint2 = enosys<decltype(fi_ops_domain::endpoint2)>,
 };
@@ -55,13 +78,8 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain, void* co
   return guard("fi_domain", [&]() -> int {
     if (!fabric || !info || !domain) return -FI_EINVAL;
     auto* fab = container_of_fid<Fabric>(&fabric->fid);
-    port::Port* found = nullptr;
     const char* want = info->domain_attr ? info->domain_attr->name : nullptr;
-    for (const auto& p : port::ports())
-      if (!want || p->info().name == want) {
-        found = p.get();
-        break;
-      }
+    port::Port* found = find_domain_port(want);
     if (!found) {
       DPFAB_WARN(FI_LOG_DOMAIN, "no port named '%s' (domains are the configured ports)",
                  want ? want : "(null)");
@@ -85,6 +103,8 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain, void* co
       DPFAB_INFO(FI_LOG_DOMAIN, "%s", engine.error().message.c_str());
     }
     dom->resolver = std::move(resolver);
+    dom->mrs = std::make_unique<proto::MrTable>(
+        mr_table_config(info->domain_attr ? info->domain_attr->mr_mode : 0));
     dom->fid.fid.fclass = FI_CLASS_DOMAIN;
     dom->fid.fid.context = context;
     dom->fid.fid.ops = &g_domain_fi_ops;

@@ -33,6 +33,7 @@
 #include "progress/wakeup.h"
 #include "proto/av.h"
 #include "proto/endpoint.h"
+#include "proto/mr_table.h"
 #include "wait/waitable.h"
 #include "wire/address.h"
 
@@ -88,6 +89,12 @@ Result<const config::Config*> start_runtime();
 /// The configuration the runtime started with, or nullptr before start_runtime succeeded.
 const config::Config* runtime_config() noexcept;
 
+/// The open port behind the domain name `want` (nullptr: the first). An info taken before the
+/// runtime started names the configured ports; a configured port this process could not open (a
+/// memif link two others hold) stands for its placeholder "shm" when there is one, so the same
+/// info works in every process of a job. nullptr when none fits.
+port::Port* find_domain_port(const char* want) noexcept;
+
 // ---- getinfo -------------------------------------------------------------------------------
 
 int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
@@ -113,6 +120,8 @@ struct Domain {
   progress::PortEngine* engine = nullptr;  ///< null: no data path (application-owned port)
   /// How the domain's AVs learn peers' MACs (make_default_resolver until the port layer's ARP).
   std::unique_ptr<proto::Resolver> resolver;
+  /// The domain's memory regions (mr.cc): what RMA and atomics at this domain's endpoints check.
+  std::unique_ptr<proto::MrTable> mrs;
 };
 
 /// The API version the application opened the fabric with (fid_fabric.api_version, set by the
@@ -135,7 +144,12 @@ int fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context) noexce
 int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain, void* context) noexcept;
 int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context) noexcept;
 
-// ---- memory registration (mr.cc) ----
+// ---- memory registration (mr.cc): regions peers reach with RMA and atomics -----------------
+/// The MrTable configuration of a domain opened with `mr_mode` (FI_MR_BASIC / FI_MR_SCALABLE
+/// included).
+proto::MrTable::Config mr_table_config(uint64_t mr_mode) noexcept;
+/// fi_control on a domain: FI_MAP_RAW_MR (a raw key is the 8-byte key), FI_UNMAP_KEY.
+int domain_control(fid* f, int command, void* arg) noexcept;
 int mr_reg(fid* fid, const void* buf, size_t len, uint64_t access, uint64_t offset,
            uint64_t requested_key, uint64_t flags, fid_mr** mr, void* context) noexcept;
 int mr_regv(fid* fid, const iovec* iov, size_t count, uint64_t access, uint64_t offset,

@@ -6,6 +6,8 @@
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_rma.h>
 
+#include <iterator>
+
 #include "api_version.h"
 #include "ep.h"
 #include "wire/multicast.h"
@@ -25,6 +27,8 @@ int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context)
 }
 
 void ep_base_init(EpBase* e, Domain* dom, const fi_info* info, void* context) noexcept {
+  static std::atomic<uint64_t> tokens{0};
+  e->token = tokens.fetch_add(1, std::memory_order_relaxed) + 1;  // relaxed: only unique
   e->domain = dom;
   e->engine = dom->engine;
   e->caps = info->caps ? info->caps : (FI_MSG | FI_SEND | FI_RECV);
@@ -52,8 +56,14 @@ void ep_base_init(EpBase* e, Domain* dom, const fi_info* info, void* context) no
 void ep_base_release(EpBase* e) noexcept {
   if (e->tx_cq) e->tx_cq->remove_binding();
   if (e->rx_cq && e->rx_cq != e->tx_cq) e->rx_cq->remove_binding();
-  if (e->tx_cntr) e->tx_cntr->bind_unref();
-  if (e->rx_cntr && e->rx_cntr != e->tx_cntr) e->rx_cntr->bind_unref();
+  // Each counter bound holds one reference, however many of the flags it was bound with.
+  event::Cntr* bound[] = {e->tx_cntr,   e->rx_cntr,     e->write_cntr,
+                          e->read_cntr, e->rwrite_cntr, e->rread_cntr};
+  for (size_t i = 0; i < std::size(bound); ++i) {
+    bool seen = false;
+    for (size_t j = 0; j < i; ++j) seen |= bound[j] == bound[i];
+    if (bound[i] && !seen) bound[i]->bind_unref();
+  }
   if (e->av_fid) av_bind_ref(e->av_fid, -1);
   if (e->eq) eq_bind_ref(e->eq, -1);
   e->domain->refs.fetch_sub(1, std::memory_order_release);
@@ -79,16 +89,32 @@ int ep_base_bind(fid* f, fid* bfid, uint64_t flags) noexcept {
       return FI_SUCCESS;
     }
     case FI_CLASS_CNTR: {
-      // Message endpoints count sends and receives; RMA counters have nothing to count here.
-      if (flags & ~(FI_SEND | FI_RECV)) return -FI_EBADFLAGS;
+      // Sends and receives; on RDM and MSG endpoints also the RMA and atomic operations this
+      // endpoint starts (FI_WRITE, FI_READ) and those that reach it (FI_REMOTE_WRITE,
+      // FI_REMOTE_READ).
+      constexpr uint64_t kRma = FI_WRITE | FI_READ | FI_REMOTE_WRITE | FI_REMOTE_READ;
+      const uint64_t allowed = FI_SEND | FI_RECV | (e->type == FI_EP_DGRAM ? 0 : kRma);
+      if (flags & ~allowed) return -FI_EBADFLAGS;
       WaitInfo wi;
       if (cntr_wait_info(bfid, &wi) != FI_SUCCESS) return -FI_EINVAL;
       auto* c = static_cast<event::Cntr*>(wi.waitable);
-      bool tx = flags & FI_SEND, rx = flags & FI_RECV;
-      if ((tx && e->tx_cntr) || (rx && e->rx_cntr) || (!tx && !rx)) return -FI_EINVAL;
-      c->bind_ref();
-      if (tx) e->tx_cntr = c;
-      if (rx) e->rx_cntr = c;
+      struct {
+        uint64_t flag;
+        event::Cntr** slot;
+      } kinds[] = {{FI_SEND, &e->tx_cntr},
+                   {FI_RECV, &e->rx_cntr},
+                   {FI_WRITE, &e->write_cntr},
+                   {FI_READ, &e->read_cntr},
+                   {FI_REMOTE_WRITE, &e->rwrite_cntr},
+                   {FI_REMOTE_READ, &e->rread_cntr}};
+      if (!(flags & allowed)) return -FI_EINVAL;
+      for (auto& k : kinds)
+        if ((flags & k.flag) && *k.slot) return -FI_EINVAL;  // one counter per event
+      bool held = false;  // a counter bound for other events already holds its reference
+      for (auto& k : kinds) held |= *k.slot == c;
+      if (!held) c->bind_ref();
+      for (auto& k : kinds)
+        if (flags & k.flag) *k.slot = c;
       return FI_SUCCESS;
     }
     case FI_CLASS_AV: {
@@ -135,8 +161,64 @@ void ep_base_enabled(EpBase* e) noexcept {
   e->enabled = true;
 }
 
+namespace {
+
+// fi_ep_alias: the endpoint's tables with op flags of its own (ep.h).
+struct EpAlias final : EpBase {
+  wire::Address address() const noexcept override { return alias_of->address(); }
+};
+
+int alias_close(fid* f) noexcept {
+  EpBase* a = ep_base_of(f);
+  a->alias_of->aliases.fetch_sub(1, std::memory_order_release);
+  delete static_cast<EpAlias*>(a);
+  return FI_SUCCESS;
+}
+
+int alias_control(fid* f, int command, void* arg) noexcept {
+  // Its own op flags; anything else is the endpoint's business (and not an alias's).
+  if (command != FI_GETOPSFLAG && command != FI_SETOPSFLAG) return -FI_ENOSYS;
+  return ep_base_control(ep_base_of(f), command, arg);
+}
+
+fi_ops g_alias_fi_ops = {
+    .size = sizeof(fi_ops),
+    .close = alias_close,
+    .bind = enosys<decltype(fi_ops::bind)>,
+    .control = alias_control,
+    .ops_open = enosys<decltype(fi_ops::ops_open)>,
+    .tostr = nullptr,
+    .ops_set = enosys<decltype(fi_ops::ops_set)>,
+};
+
+int make_alias(EpBase* e, const struct fi_alias* al) noexcept {
+  if (!al || !al->fid) return -FI_EINVAL;
+  if (e->type == FI_EP_DGRAM || e->alias_of) return -FI_ENOSYS;
+  const uint64_t dir = al->flags & (FI_TRANSMIT | FI_RECV);
+  if (dir != FI_TRANSMIT && dir != FI_RECV) return -FI_EINVAL;  // one direction
+  auto* a = new (std::nothrow) EpAlias();
+  if (!a) return -FI_ENOMEM;
+  a->fid = e->fid;                   // the endpoint's tables (msg, tagged, rma, atomic, cm, ops)...
+  a->fid.fid.ops = &g_alias_fi_ops;  // ...but its own close and op flags
+  a->alias_of = e;
+  a->type = e->type;
+  a->tx_op_flags = e->tx_op_flags;
+  a->rx_op_flags = e->rx_op_flags;
+  if (dir == FI_TRANSMIT)
+    a->tx_op_flags = al->flags & ~dir;
+  else
+    a->rx_op_flags = al->flags & ~dir;
+  e->aliases.fetch_add(1, std::memory_order_relaxed);
+  *al->fid = &a->fid.fid;
+  return FI_SUCCESS;
+}
+
+}  // namespace
+
 int ep_base_control(EpBase* e, int command, void* arg) noexcept {
   switch (command) {
+    case FI_ALIAS:
+      return make_alias(e, static_cast<const struct fi_alias*>(arg));
     case FI_GETOPSFLAG: {
       auto* flags = static_cast<uint64_t*>(arg);
       if (!flags) return -FI_EINVAL;
@@ -229,8 +311,8 @@ int ep_getname(fid* f, void* addr, size_t* addrlen) noexcept {
   wire::Address a = e->address();
   if (!e->enabled) a.udp_port_be = e->udp_port_be, a.ep_id_be = e->ep_id_be;
   size_t have = *addrlen;
-  *addrlen = sizeof(a);
-  if (!addr || have < sizeof(a)) return -FI_ETOOSMALL;
+  *addrlen = wire::address_len(a, e->format);
+  if (!addr || have < *addrlen) return -FI_ETOOSMALL;
   wire::write_address(a, e->format, addr, have);
   return FI_SUCCESS;
 }

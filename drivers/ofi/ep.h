@@ -34,6 +34,11 @@ struct EpBase {
   bool tx_selective = false, rx_selective = false;  // FI_SELECTIVE_COMPLETION bindings
   event::Cntr* tx_cntr = nullptr;
   event::Cntr* rx_cntr = nullptr;
+  /// FI_WRITE, FI_READ, FI_REMOTE_WRITE, FI_REMOTE_READ counters (RDM and MSG endpoints).
+  event::Cntr* write_cntr = nullptr;
+  event::Cntr* read_cntr = nullptr;
+  event::Cntr* rwrite_cntr = nullptr;
+  event::Cntr* rread_cntr = nullptr;
   fid_av* av_fid = nullptr;
   proto::AddressVector* av = nullptr;
   fid_eq* eq = nullptr;
@@ -52,6 +57,14 @@ struct EpBase {
   uint16_t ep_id_be = 0;
   wire::AddrFormat format = wire::AddrFormat::kNative;  ///< what fi_getname writes
   bool enabled = false;
+  /// Names the endpoint to the domain's MrTable (FI_MR_ENDPOINT bindings): unique in the process
+  /// and never reused, unlike the object's address.
+  uint64_t token = 0;
+  /// fi_ep_alias (RDM and MSG endpoints): an alias is an EpBase of its own whose op flags are its
+  /// own and whose calls go to `alias_of`; the endpoint counts its open aliases (fi_close is
+  /// -FI_EBUSY while there are any).
+  EpBase* alias_of = nullptr;
+  std::atomic<int> aliases{0};
 
   virtual ~EpBase() = default;
   /// Our address as fi_getname gives it (the bound UDP port once enabled).
@@ -59,6 +72,11 @@ struct EpBase {
 };
 
 inline EpBase* ep_base_of(fid* f) noexcept { return container_of_fid<EpBase>(f); }
+/// The endpoint a call on `f` is for: the endpoint itself, or the one an alias stands for.
+inline EpBase* ep_target_of(fid* f) noexcept {
+  EpBase* e = ep_base_of(f);
+  return e->alias_of ? e->alias_of : e;
+}
 
 /// Fills the fields every endpoint takes from its info (caps, op flags, address format, the UDP
 /// port and endpoint id of info->src_addr). The caller takes the domain reference once the
@@ -77,7 +95,9 @@ int ep_base_bind_port(EpBase* e, proto::Receiver* r) noexcept;
 /// The end of a successful fi_enable: CQ overruns go to the bound EQ (RM disabled), and the
 /// endpoint is enabled.
 void ep_base_enabled(EpBase* e) noexcept;
-/// fi_control FI_GETOPSFLAG / FI_SETOPSFLAG; -FI_ENOSYS for other commands.
+/// fi_control FI_GETOPSFLAG / FI_SETOPSFLAG, and FI_ALIAS on RDM and MSG endpoints (an alias
+/// whose fid_ep tables are the endpoint's: their calls find the endpoint with ep_target_of);
+/// -FI_ENOSYS for other commands.
 int ep_base_control(EpBase* e, int command, void* arg) noexcept;
 /// fi_getopt / fi_setopt of the size options of API 1.22 (FI_OPT_MAX_MSG_SIZE,
 /// FI_OPT_MAX_TAGGED_SIZE, FI_OPT_INJECT_MSG_SIZE, FI_OPT_INJECT_TAGGED_SIZE: a size_t), for
@@ -102,7 +122,7 @@ int ep_setname(fid* f, void* addr, size_t addrlen) noexcept;
 /// a length but no buffer.
 bool valid_iov(const iovec* iov, size_t count, size_t limit) noexcept;
 
-/// Tables shared by the types: RMA and atomics are not offered.
+/// Tables of the types without RMA and atomics (FI_EP_DGRAM).
 extern fi_ops_rma g_no_rma_ops;
 extern fi_ops_atomic g_no_atomic_ops;
 

@@ -195,9 +195,10 @@ int parse_group(const void* addr, uint32_t* group_be, uint16_t* port_be) noexcep
     *port_be = sin.sin_port;
   } else if (family == AF_INET6) {
     return -FI_ENOSYS;
-  } else if (bytes[0] == wire::kAddressVersion && bytes[1] == 0) {
+  } else if ((bytes[0] == wire::kAddressVersion || bytes[0] == wire::kAddressVersionShort) &&
+             bytes[1] == 0) {
     wire::Address a;
-    std::memcpy(&a, addr, sizeof(a));
+    std::memcpy(static_cast<void*>(&a), addr, wire::kShortAddressLen);  // MAC, IPv4, port
     static constexpr uint8_t kZero[6] = {};
     const rte_ether_addr want = wire::multicast_mac(a.ipv4_be);
     if (std::memcmp(a.mac, kZero, 6) != 0 && std::memcmp(a.mac, want.addr_bytes, 6) != 0)
@@ -307,6 +308,9 @@ int destination(const Endpoint* e, fi_addr_t a, proto::Destination* d) noexcept 
   d->ipv4_be = entry->addr.ipv4_be;
   d->udp_port_be = entry->addr.udp_port_be;
   d->ep_id_be = entry->addr.ep_id_be;
+  d->host_be = entry->addr.host_be;
+  d->node_be = entry->addr.node_be;
+  d->nonce_be = entry->addr.nonce_be;
   return 0;
 }
 

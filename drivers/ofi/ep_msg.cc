@@ -20,6 +20,7 @@
 
 #include "ep.h"
 #include "ep_rdm_data.h"
+#include "ep_rma.h"
 #include "proto/msg_endpoint.h"
 #include "wire/format.h"
 #include "wire/rdm.h"
@@ -37,13 +38,14 @@ struct MsgEp final : EpBase {
   wire::Address address() const noexcept override { return msg->address(); }
 };
 
-MsgEp* msg_of(fid* f) noexcept { return static_cast<MsgEp*>(ep_base_of(f)); }
+MsgEp* msg_of(fid* f) noexcept { return static_cast<MsgEp*>(ep_target_of(f)); }
 MsgEp* msg_of(fid_ep* e) noexcept { return msg_of(&e->fid); }
 
 // ---- fi_ops ------------------------------------------------------------------------------
 
 int msg_close(fid* f) noexcept {
   MsgEp* e = msg_of(f);
+  if (e->aliases.load(std::memory_order_acquire) != 0) return -FI_EBUSY;
   if (e->enabled) {
     // A connection still up is shut down and its shutdown acknowledged first, boundedly; what is
     // still in progress is discarded (fi_endpoint(3)).
@@ -71,11 +73,7 @@ int msg_enable(MsgEp* e) noexcept {
   if ((e->caps & FI_RECV) && !e->rx_cq && !e->rx_cntr) return -FI_ENOCQ;
   event::Eq* eq = eq_of(e->eq);
   if (!eq) return -FI_EINVAL;
-  proto::RdmEndpoint& rdm = e->msg->rdm();
-  rdm.bind_cq(e->tx_cq, true, false, e->tx_selective);
-  rdm.bind_cq(e->rx_cq, false, true, e->rx_selective);
-  rdm.bind_cntr(e->tx_cntr, true, false);
-  rdm.bind_cntr(e->rx_cntr, false, true);
+  rdm_data::bind_completions(e, e->msg->rdm());
   e->msg->bind_eq(eq, &e->fid.fid, e->fid.fid.context);
   // The state machine and the core exist before the port is bound: a frame may arrive at once.
   if (int r = e->msg->enable(); r != 0) return r;
@@ -197,8 +195,8 @@ int msg_getpeer(fid_ep* f, void* addr, size_t* addrlen) noexcept {
   std::optional<wire::Address> a = e->enabled ? e->msg->peer() : std::nullopt;
   if (!a) return -FI_ENOTCONN;
   const size_t have = *addrlen;
-  *addrlen = sizeof(*a);
-  if (!addr || have < sizeof(*a)) return -FI_ETOOSMALL;
+  *addrlen = wire::address_len(*a, e->format);  // 16 bytes without a host part
+  if (!addr || have < *addrlen) return -FI_ETOOSMALL;
   wire::write_address(*a, e->format, addr, have);
   return FI_SUCCESS;
 }
@@ -225,15 +223,24 @@ struct MsgTraits {
   static proto::RdmEndpoint& rdm(MsgEp* e) noexcept { return e->msg->rdm(); }
   static ssize_t send(MsgEp* e, const proto::rdm::SendOp& s) noexcept { return e->msg->send(s); }
   static ssize_t recv(MsgEp* e, const proto::rdm::RecvOp& r) noexcept { return e->msg->recv(r); }
+  static ssize_t trigger(MsgEp* e, const proto::rdm::SendOp& s, event::Cntr* c,
+                         uint64_t threshold) noexcept {
+    if (e->msg->state() != proto::msg::CmState::kConnected) return -FI_ENOTCONN;
+    proto::rdm::SendOp op = s;
+    op.dest = 0;  // the connected peer
+    return e->msg->rdm().trigger(op, c, threshold);
+  }
 };
 using MsgOps = rdm_data::Ops<MsgTraits>;
+using MsgRmaOps = rma_data::RmaOps<MsgTraits>;
 
 // The RDM protocol's parameters for a connected endpoint: RDM's, sized for one peer.
-proto::MsgEndpoint::Config msg_config(const Domain* dom, const fi_info* info) noexcept {
+proto::MsgEndpoint::Config msg_config(const Domain* dom, const fi_info* info,
+                                      const EpBase* e) noexcept {
   const config::Config* cfg = dom->fabric->cfg;
   proto::MsgEndpoint::Config c;
   auto& core = c.rdm.core;
-  rdm_data::core_config(dom, info, core);
+  rdm_data::core_config(dom, info, e, core);
   core.reorder_slots = core.rel.window;  // one peer's window of out-of-order packets
   c.rdm.max_peers = 1;
   c.rdm.rm_enabled = !(info->domain_attr && info->domain_attr->resource_mgmt == FI_RM_DISABLED);
@@ -266,16 +273,16 @@ int msg_endpoint_open(Domain* dom, fi_info* info, fid_ep** ep, void* context) no
   if (e->shared && e->shared->engine != dom->engine) return -FI_EINVAL;  // another port's request
   if (pep_port >= 0) e->udp_port_be = static_cast<uint16_t>(pep_port);
   auto r = proto::MsgEndpoint::create(dom->engine, dom->resolver.get(), &dom->engine->msg_stats(),
-                                      msg_config(dom, info));
+                                      msg_config(dom, info, e.get()));
   if (!r) return r.code();
   e->msg = std::move(r.value());
   e->fid.fid.ops = &g_msg_fi_ops;
   e->fid.ops = &g_msg_ep_ops;
   e->fid.cm = &g_msg_cm_ops;
   e->fid.msg = &MsgOps::msg_ops;
-  e->fid.rma = &g_no_rma_ops;
+  e->fid.rma = &MsgRmaOps::rma_ops;
   e->fid.tagged = &MsgOps::tagged_ops;
-  e->fid.atomic = &g_no_atomic_ops;
+  e->fid.atomic = &MsgRmaOps::atomic_ops;
   dom->refs.fetch_add(1, std::memory_order_relaxed);
   *ep = &e.release()->fid;
   return FI_SUCCESS;

@@ -16,6 +16,7 @@
 
 #include "ep.h"
 #include "ep_rdm_data.h"
+#include "ep_rma.h"
 #include "proto/rdm_endpoint.h"
 #include "wire/format.h"
 #include "wire/rdm.h"
@@ -28,13 +29,14 @@ struct RdmEp final : EpBase {
   wire::Address address() const noexcept override { return rdm->address(); }
 };
 
-RdmEp* rdm_of(fid* f) noexcept { return static_cast<RdmEp*>(ep_base_of(f)); }
+RdmEp* rdm_of(fid* f) noexcept { return static_cast<RdmEp*>(ep_target_of(f)); }
 RdmEp* rdm_of(fid_ep* e) noexcept { return rdm_of(&e->fid); }
 
 // ---- fi_ops ------------------------------------------------------------------------------
 
 int rdm_close(fid* f) noexcept {
   RdmEp* e = rdm_of(f);
+  if (e->aliases.load(std::memory_order_acquire) != 0) return -FI_EBUSY;
   // Operations still in progress end here without completions (fi_endpoint(3): the
   // application owns them; closing an endpoint with work outstanding discards it). Injected
   // sends are not outstanding for the application (it was told they were sent, or told
@@ -54,14 +56,17 @@ int rdm_close(fid* f) noexcept {
     const auto r = e->rdm->reliability_stats();
     DPFAB_INFO(FI_LOG_EP_CTRL,
                "rdm endpoint closed: sent %lu eager %lu rendezvous (%lu on the fast path), "
-               "received %lu (%lu on the fast path); packets tx %lu "
+               "received %lu (%lu on the fast path); writes %lu reads %lu atomics %lu, as "
+               "target %lu/%lu/%lu (refused %lu, held for reads %lu); packets tx %lu "
                "(retransmits %lu, fast %lu, acks %lu, refused %lu) rx %lu (dup %lu, ooo %lu, "
                "refused %lu, stale epoch %lu); rto expiries %lu, probes %lu, unreachable %lu; rtt "
                "samples %lu, largest %lu us, largest rto estimate %lu us",
-               c.sent_eager, c.sent_rendezvous, c.fast_sends, c.received, c.fast_receives,
-               r.tx_packets, r.tx_retransmits, r.tx_fast_retransmits, r.tx_acks, r.tx_refused,
-               r.rx_packets, r.rx_duplicates, r.rx_out_of_order, r.rx_refused, r.rx_stale_epoch,
-               r.rto_expiries, r.probes, r.unreachable, r.rtt_samples, r.rtt_sample_max_ns / 1000,
+               c.sent_eager, c.sent_rendezvous, c.fast_sends, c.received, c.fast_receives, c.writes,
+               c.reads, c.atomics, c.target_writes, c.target_reads, c.target_atomics,
+               c.target_refused, c.target_gated, r.tx_packets, r.tx_retransmits,
+               r.tx_fast_retransmits, r.tx_acks, r.tx_refused, r.rx_packets, r.rx_duplicates,
+               r.rx_out_of_order, r.rx_refused, r.rx_stale_epoch, r.rto_expiries, r.probes,
+               r.unreachable, r.rtt_samples, r.rtt_sample_max_ns / 1000,
                r.rto_estimate_max_ns / 1000);
   }
   ep_base_release(e);
@@ -72,10 +77,7 @@ int rdm_close(fid* f) noexcept {
 int rdm_enable(RdmEp* e) noexcept {
   if (e->enabled) return FI_SUCCESS;
   if (int r = ep_base_enable_check(e); r != FI_SUCCESS) return r;
-  e->rdm->bind_cq(e->tx_cq, true, false, e->tx_selective);
-  e->rdm->bind_cq(e->rx_cq, false, true, e->rx_selective);
-  e->rdm->bind_cntr(e->tx_cntr, true, false);
-  e->rdm->bind_cntr(e->rx_cntr, false, true);
+  rdm_data::bind_completions(e, *e->rdm);
   e->rdm->bind_av(e->av);
   // The core exists before the port is bound: the first frame may arrive at once.
   if (int r = e->rdm->enable(); r != 0) return r;
@@ -154,8 +156,13 @@ struct RdmTraits {
   static proto::RdmEndpoint& rdm(RdmEp* e) noexcept { return *e->rdm; }
   static ssize_t send(RdmEp* e, const proto::rdm::SendOp& s) noexcept { return e->rdm->send(s); }
   static ssize_t recv(RdmEp* e, const proto::rdm::RecvOp& r) noexcept { return e->rdm->recv(r); }
+  static ssize_t trigger(RdmEp* e, const proto::rdm::SendOp& s, event::Cntr* c,
+                         uint64_t threshold) noexcept {
+    return e->rdm->trigger(s, c, threshold);
+  }
 };
 using RdmOps = rdm_data::Ops<RdmTraits>;
+using RdmRmaOps = rma_data::RmaOps<RdmTraits>;
 
 }  // namespace
 
@@ -164,7 +171,7 @@ int rdm_endpoint_open(Domain* dom, fi_info* info, fid_ep** ep, void* context) no
   e->type = FI_EP_RDM;
   ep_base_init(e.get(), dom, info, context);
   proto::RdmEndpoint::Config c;
-  rdm_data::core_config(dom, info, c.core);
+  rdm_data::core_config(dom, info, e.get(), c.core);
   // Out-of-order copies: the same bytes whatever the MTU (1024 slots of a 1500-MTU segment), at
   // least four peers' full windows.
   const auto standard_seg = static_cast<uint32_t>(wire::max_payload(1500) - wire::kRdmHeaderLen);
@@ -180,9 +187,9 @@ int rdm_endpoint_open(Domain* dom, fi_info* info, fid_ep** ep, void* context) no
   e->fid.ops = &g_rdm_ep_ops;
   e->fid.cm = &g_rdm_cm_ops;
   e->fid.msg = &RdmOps::msg_ops;
-  e->fid.rma = &g_no_rma_ops;
+  e->fid.rma = &RdmRmaOps::rma_ops;
   e->fid.tagged = &RdmOps::tagged_ops;
-  e->fid.atomic = &g_no_atomic_ops;
+  e->fid.atomic = &RdmRmaOps::atomic_ops;
   dom->refs.fetch_add(1, std::memory_order_relaxed);
   *ep = &e.release()->fid;
   return FI_SUCCESS;

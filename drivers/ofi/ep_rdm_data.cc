@@ -3,6 +3,8 @@
 // What FI_EP_RDM and FI_EP_MSG endpoints share besides their data-path tables (ep_rdm_data.h).
 #include "ep_rdm_data.h"
 
+#include "ep_rma.h"
+
 namespace dpfab::ofi::rdm_data {
 
 int get_min_multi_recv(proto::RdmEndpoint& rdm, void* val, size_t* len) noexcept {
@@ -22,7 +24,8 @@ int set_min_multi_recv(proto::RdmEndpoint& rdm, const void* val, size_t len) noe
   return FI_SUCCESS;
 }
 
-void core_config(const Domain* dom, const fi_info* info, proto::rdm::CoreConfig& c) noexcept {
+void core_config(const Domain* dom, const fi_info* info, const EpBase* e,
+                 proto::rdm::CoreConfig& c) noexcept {
   const config::Config* cfg = dom->fabric->cfg;
   const uint16_t mtu = dom->engine->mtu() ? dom->engine->mtu() : 1500;
   c.seg_size = static_cast<uint32_t>(wire::max_payload(mtu) - wire::kRdmHeaderLen);
@@ -38,6 +41,24 @@ void core_config(const Domain* dom, const fi_info* info, proto::rdm::CoreConfig&
     c.rel.peer_timeout_ns = cfg->rdm_peer_timeout_ms * 1'000'000;
     c.rel.max_retries = cfg->rdm_max_retries;
   }
+  // One atomic is one packet, its operands copied like an inject.
+  c.atomic_max = rma_data::atomic_max_bytes(c.seg_size, c.inject_size);
+  if (e->caps & (FI_RMA | FI_ATOMIC)) {  // a target of RMA and atomics
+    c.mrs = dom->mrs.get();
+    c.ep_token = e->token;
+  }
+}
+
+void bind_completions(EpBase* e, proto::RdmEndpoint& rdm) noexcept {
+  using proto::CntrKind;
+  rdm.bind_cq(e->tx_cq, true, false, e->tx_selective);
+  rdm.bind_cq(e->rx_cq, false, true, e->rx_selective);
+  rdm.bind_cntr(e->tx_cntr, CntrKind::kSend);
+  rdm.bind_cntr(e->rx_cntr, CntrKind::kRecv);
+  rdm.bind_cntr(e->write_cntr, CntrKind::kWrite);
+  rdm.bind_cntr(e->read_cntr, CntrKind::kRead);
+  rdm.bind_cntr(e->rwrite_cntr, CntrKind::kRemoteWrite);
+  rdm.bind_cntr(e->rread_cntr, CntrKind::kRemoteRead);
 }
 
 }  // namespace dpfab::ofi::rdm_data

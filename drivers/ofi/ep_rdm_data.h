@@ -4,8 +4,8 @@
 // (ep_rdm.cc, over proto::RdmEndpoint) and FI_EP_MSG (ep_msg.cc, over proto::MsgEndpoint, an
 // RdmEndpoint bound to its one peer). One fi_ops_msg and one fi_ops_tagged table per type, made
 // from one template, so the two types check and translate every call the same way:
-//   - one buffer per operation (iov_limit 1): more iov entries are -FI_EINVAL, and so is a NULL
-//     buffer with a length (valid_iov);
+//   - up to proto::rdm::kMaxIov buffers per operation (iov_limit): more iov entries are
+//     -FI_EINVAL, and so is a NULL buffer with a length (valid_iov); FI_MULTI_RECV takes one;
 //   - the fi_msg(3) / fi_tagged(3) flags each call takes (kSendFlags, kRecvFlags, kTrecvFlags);
 //     any other bit is -FI_EINVAL;
 //   - FI_MSG / FI_TAGGED calls on an endpoint without that capability are -FI_EOPNOTSUPP, calls
@@ -23,9 +23,14 @@
 //   static proto::RdmEndpoint& rdm(Ep*) noexcept;
 //   static ssize_t send(Ep*, const proto::rdm::SendOp&) noexcept;
 //   static ssize_t recv(Ep*, const proto::rdm::RecvOp&) noexcept;
+//   static ssize_t trigger(Ep*, const proto::rdm::SendOp&, event::Cntr*, uint64_t) noexcept;
+// Calls through an alias (fi_ep_alias) find the endpoint with T::of and take the alias's op
+// flags. FI_TRIGGER in a transmit call's flags (or op_flags) posts it once a counter reaches a
+// threshold (post()).
 #pragma once
 
 #include <rdma/fi_tagged.h>
+#include <rdma/fi_trigger.h>
 
 #include <algorithm>
 #include <optional>
@@ -40,21 +45,50 @@ namespace dpfab::ofi::rdm_data {
 
 /// The fi_msg(3) / fi_tagged(3) flags each call takes; any other bit is -FI_EINVAL.
 constexpr uint64_t kSendFlags = FI_COMPLETION | FI_MORE | FI_REMOTE_CQ_DATA | FI_INJECT |
-                                FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE;
+                                FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE |
+                                FI_FENCE | FI_TRIGGER;
 constexpr uint64_t kRecvFlags = FI_COMPLETION | FI_MORE | FI_MULTI_RECV;
 constexpr uint64_t kTrecvFlags = FI_COMPLETION | FI_MORE | FI_PEEK | FI_CLAIM | FI_DISCARD;
 
-struct Buf {
+/// The local buffers of an operation, as the core takes them: one (base/len, count 0) or up to
+/// kMaxIov (count, iov; len is their total).
+struct Bufs {
   void* base = nullptr;
   size_t len = 0;
+  uint8_t count = 0;
+  proto::rdm::Iov iov[proto::rdm::kMaxIov];
 };
 
-inline Buf buf_of(const void* p, size_t len) noexcept { return {const_cast<void*>(p), len}; }
+inline Bufs buf_of(const void* p, size_t len) noexcept {
+  Bufs b;
+  b.base = const_cast<void*>(p);
+  b.len = len;
+  return b;
+}
 
-/// The one buffer of an iov array (iov_limit 1); nullopt when the array is not valid.
-inline std::optional<Buf> one_buf(const iovec* iov, size_t count) noexcept {
-  if (!valid_iov(iov, count, 1)) return std::nullopt;
-  return count ? Buf{iov[0].iov_base, iov[0].iov_len} : Buf{};
+/// The buffers of an iov array (iov_limit kMaxIov); nullopt when the array is not valid or its
+/// total does not fit a size_t.
+inline std::optional<Bufs> bufs_of(const iovec* iov, size_t count) noexcept {
+  if (!valid_iov(iov, count, proto::rdm::kMaxIov)) return std::nullopt;
+  Bufs b;
+  if (count == 1) return buf_of(iov[0].iov_base, iov[0].iov_len);
+  for (size_t k = 0; k < count; ++k) {
+    if (iov[k].iov_len > SIZE_MAX - b.len) return std::nullopt;
+    b.len += iov[k].iov_len;
+    b.iov[k] = {iov[k].iov_base, iov[k].iov_len};
+  }
+  b.count = static_cast<uint8_t>(count);
+  b.base = count ? iov[0].iov_base : nullptr;
+  return b;
+}
+
+/// Puts the buffers into an operation of the core (SendOp, RecvOp).
+template <class Op>
+inline void put_bufs(const Bufs& b, Op& op) noexcept {
+  op.buf = b.base;
+  op.len = b.len;
+  op.iov_count = b.count;
+  std::copy(b.iov, b.iov + b.count, op.iov);
 }
 
 /// fi_getopt / fi_setopt FI_OPT_MIN_MULTI_RECV (a size_t) of `rdm`. Before or after fi_enable
@@ -62,24 +96,45 @@ inline std::optional<Buf> one_buf(const iovec* iov, size_t count) noexcept {
 int get_min_multi_recv(proto::RdmEndpoint& rdm, void* val, size_t* len) noexcept;
 int set_min_multi_recv(proto::RdmEndpoint& rdm, const void* val, size_t len) noexcept;
 
+/// Posts `s` for endpoint `e`: now, or with FI_TRIGGER in `flags` once the counter of the
+/// fi_triggered_context that is its context reaches the threshold (FI_TRIGGER_THRESHOLD only;
+/// -FI_EINVAL otherwise, and without the FI_TRIGGER capability).
+template <class T>
+ssize_t post(typename T::Ep* e, const proto::rdm::SendOp& s, uint64_t flags) noexcept {
+  if (!(flags & FI_TRIGGER)) return T::send(e, s);
+  if (!(e->caps & FI_TRIGGER)) return -FI_EINVAL;
+  auto* tc = static_cast<fi_triggered_context*>(s.context);
+  if (!tc || app_enum(tc->event_type) != FI_TRIGGER_THRESHOLD || !tc->trigger.threshold.cntr)
+    return -FI_EINVAL;
+  WaitInfo wi;
+  if (cntr_wait_info(&tc->trigger.threshold.cntr->fid, &wi) != FI_SUCCESS) return -FI_EINVAL;
+  return T::trigger(e, s, static_cast<event::Cntr*>(wi.waitable), tc->trigger.threshold.threshold);
+}
+
 /// The RDM core's parameters both types take from their info and FI_DPDK_* configuration: the
-/// segment size of the port's MTU, queue depths, inject_size, max_msg_size, peer liveness.
-void core_config(const Domain* dom, const fi_info* info, proto::rdm::CoreConfig& c) noexcept;
+/// segment size of the port's MTU, queue depths, inject_size, max_msg_size, peer liveness, and
+/// the target side of RMA and atomics (the domain's regions, the endpoint's token) when the
+/// endpoint has FI_RMA or FI_ATOMIC.
+void core_config(const Domain* dom, const fi_info* info, const EpBase* e,
+                 proto::rdm::CoreConfig& c) noexcept;
+/// Binds the endpoint's CQs and counters to its RdmEndpoint (fi_enable).
+void bind_completions(EpBase* e, proto::RdmEndpoint& rdm) noexcept;
 
 template <class T>
 struct Ops {
   using Ep = typename T::Ep;
 
-  static ssize_t send(fid_ep* ep, Buf b, fi_addr_t dest, void* context, uint64_t flags, bool tagged,
-                      uint64_t tag, bool has_data, uint64_t data, bool inject) noexcept {
+  static ssize_t send(fid_ep* ep, const Bufs& b, fi_addr_t dest, void* context, uint64_t flags,
+                      bool tagged, uint64_t tag, bool has_data, uint64_t data,
+                      bool inject) noexcept {
     Ep* e = T::of(ep);
     if (!e->enabled) return -FI_EOPBADSTATE;
     if (!(e->caps & (tagged ? FI_TAGGED : FI_MSG))) return -FI_EOPNOTSUPP;
     if (!ep_size_ok(e, b.len, tagged, inject || (flags & FI_INJECT))) return -FI_EMSGSIZE;
     proto::rdm::SendOp s;
     if constexpr (T::kAddressed) s.dest = dest;
-    s.buf = b.base;
-    s.len = b.len;
+    put_bufs(b, s);
+    s.fence = flags & FI_FENCE;
     s.context = context;
     s.tag = tag;
     s.data = data;
@@ -92,18 +147,17 @@ struct Ops {
     s.complete_now = b.len <= T::rdm(e).config().core.inject_size &&
                      !(flags & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE));
     s.inject = inject || (flags & FI_INJECT) || s.complete_now;
-    return T::send(e, s);
+    return post<T>(e, s, flags);
   }
 
-  static ssize_t recv(fid_ep* ep, Buf b, fi_addr_t src, void* context, uint64_t flags, bool tagged,
-                      uint64_t tag, uint64_t ignore) noexcept {
+  static ssize_t recv(fid_ep* ep, const Bufs& b, fi_addr_t src, void* context, uint64_t flags,
+                      bool tagged, uint64_t tag, uint64_t ignore) noexcept {
     Ep* e = T::of(ep);
     if (!e->enabled) return -FI_EOPBADSTATE;
     if (!(e->caps & (tagged ? FI_TAGGED : FI_MSG))) return -FI_EOPNOTSUPP;
     if ((flags & FI_MULTI_RECV) && !(e->caps & FI_MULTI_RECV)) return -FI_EINVAL;
     proto::rdm::RecvOp op;
-    op.buf = b.base;
-    op.len = b.len;
+    put_bufs(b, op);
     op.context = context;
     // FI_DIRECTED_RECV (2.x: also FI_TAGGED_DIRECTED_RECV, FI_EXACT_DIRECTED_RECV) makes the
     // source count; without it the source is ignored (fi_msg(3)).
@@ -117,23 +171,24 @@ struct Ops {
     return T::recv(e, op);
   }
 
-  static uint64_t tx_flags(fid_ep* ep) noexcept { return T::of(ep)->tx_op_flags; }
-  static uint64_t rx_flags(fid_ep* ep) noexcept { return T::of(ep)->rx_op_flags; }
+  // The op flags of the endpoint or alias the call came through.
+  static uint64_t tx_flags(fid_ep* ep) noexcept { return ep_base_of(&ep->fid)->tx_op_flags; }
+  static uint64_t rx_flags(fid_ep* ep) noexcept { return ep_base_of(&ep->fid)->rx_op_flags; }
 
   // -- fi_ops_msg --
 
   static ssize_t m_recv(fid_ep* ep, void* buf, size_t len, void*, fi_addr_t src,
                         void* ctx) noexcept {
-    return recv(ep, {buf, len}, src, ctx, rx_flags(ep), false, 0, 0);
+    return recv(ep, buf_of(buf, len), src, ctx, rx_flags(ep), false, 0, 0);
   }
   static ssize_t m_recvv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t src,
                          void* ctx) noexcept {
-    auto b = one_buf(iov, count);
+    auto b = bufs_of(iov, count);
     return b ? recv(ep, *b, src, ctx, rx_flags(ep), false, 0, 0) : -FI_EINVAL;
   }
   static ssize_t m_recvmsg(fid_ep* ep, const fi_msg* msg, uint64_t flags) noexcept {
     if (!msg || (flags & ~kRecvFlags)) return -FI_EINVAL;
-    auto b = one_buf(msg->msg_iov, msg->iov_count);
+    auto b = bufs_of(msg->msg_iov, msg->iov_count);
     return b ? recv(ep, *b, msg->addr, msg->context, flags, false, 0, 0) : -FI_EINVAL;
   }
   static ssize_t m_send(fid_ep* ep, const void* buf, size_t len, void*, fi_addr_t dest,
@@ -142,12 +197,12 @@ struct Ops {
   }
   static ssize_t m_sendv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t dest,
                          void* ctx) noexcept {
-    auto b = one_buf(iov, count);
+    auto b = bufs_of(iov, count);
     return b ? send(ep, *b, dest, ctx, tx_flags(ep), false, 0, false, 0, false) : -FI_EINVAL;
   }
   static ssize_t m_sendmsg(fid_ep* ep, const fi_msg* msg, uint64_t flags) noexcept {
     if (!msg || (flags & ~kSendFlags)) return -FI_EINVAL;
-    auto b = one_buf(msg->msg_iov, msg->iov_count);
+    auto b = bufs_of(msg->msg_iov, msg->iov_count);
     return b ? send(ep, *b, msg->addr, msg->context, flags, false, 0, flags & FI_REMOTE_CQ_DATA,
                     msg->data, false)
              : -FI_EINVAL;
@@ -168,20 +223,20 @@ struct Ops {
 
   static ssize_t t_recv(fid_ep* ep, void* buf, size_t len, void*, fi_addr_t src, uint64_t tag,
                         uint64_t ignore, void* ctx) noexcept {
-    return recv(ep, {buf, len}, src, ctx, rx_flags(ep) & ~FI_MULTI_RECV, true, tag, ignore);
+    return recv(ep, buf_of(buf, len), src, ctx, rx_flags(ep) & ~FI_MULTI_RECV, true, tag, ignore);
   }
   static ssize_t t_recvv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t src,
                          uint64_t tag, uint64_t ignore, void* ctx) noexcept {
-    auto b = one_buf(iov, count);
+    auto b = bufs_of(iov, count);
     return b ? recv(ep, *b, src, ctx, rx_flags(ep) & ~FI_MULTI_RECV, true, tag, ignore)
              : -FI_EINVAL;
   }
   static ssize_t t_recvmsg(fid_ep* ep, const fi_msg_tagged* msg, uint64_t flags) noexcept {
     if (!msg || (flags & ~kTrecvFlags)) return -FI_EINVAL;
-    Buf b;
+    Bufs b;
     // FI_PEEK (and FI_CLAIM | FI_DISCARD) may come without a buffer.
     if (!(flags & (FI_PEEK | FI_DISCARD)) || msg->iov_count) {
-      auto one = one_buf(msg->msg_iov, msg->iov_count);
+      auto one = bufs_of(msg->msg_iov, msg->iov_count);
       if (!one) return -FI_EINVAL;
       b = *one;
     }
@@ -193,12 +248,12 @@ struct Ops {
   }
   static ssize_t t_sendv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t dest,
                          uint64_t tag, void* ctx) noexcept {
-    auto b = one_buf(iov, count);
+    auto b = bufs_of(iov, count);
     return b ? send(ep, *b, dest, ctx, tx_flags(ep), true, tag, false, 0, false) : -FI_EINVAL;
   }
   static ssize_t t_sendmsg(fid_ep* ep, const fi_msg_tagged* msg, uint64_t flags) noexcept {
     if (!msg || (flags & ~kSendFlags)) return -FI_EINVAL;
-    auto b = one_buf(msg->msg_iov, msg->iov_count);
+    auto b = bufs_of(msg->msg_iov, msg->iov_count);
     return b ? send(ep, *b, msg->addr, msg->context, flags, true, msg->tag,
                     flags & FI_REMOTE_CQ_DATA, msg->data, false)
              : -FI_EINVAL;

@@ -107,6 +107,20 @@ Result<const config::Config*> start_runtime() {
     if (auto e = progress::PortEngine::of(p.get())) engines.push_back(*e);
   if (cfg.udp_checksum_always)
     for (progress::PortEngine* e : engines) e->set_udp_checksum_always();
+  // The same-host path (fi_dpdk(7), "Same-host peers"): a node per port, before any endpoint.
+  if (cfg.shm) {
+    shm::NodeConfig ncfg;
+    ncfg.dir = cfg.shm_dir;
+    ncfg.ring_bytes = cfg.shm_ring_kb * 1024;
+    ncfg.cma = cfg.shm_cma;
+    for (progress::PortEngine* e : engines)
+      if (int rc = e->attach_local(ncfg, e->port()->info().placeholder);
+          rc != 0 && e->port()->info().placeholder) {
+        Error err{rc, "the same-host path cannot start, and this process has no port"};
+        report_error(err);
+        return err;
+      }
+  }
   // Fault injection (testing): on every port, before anything polls them.
   if (cfg.faults.any()) {
     DPFAB_WARN(FI_LOG_CORE,
@@ -139,6 +153,21 @@ Result<const config::Config*> start_runtime() {
 
 const config::Config* runtime_config() noexcept {
   return g_runtime_published.load(std::memory_order_acquire);
+}
+
+port::Port* find_domain_port(const char* want) noexcept {
+  const auto& open = port::ports();
+  for (const auto& p : open)
+    if (!want || p->info().name == want) return p.get();
+  const config::Config* cfg = runtime_config();
+  if (!cfg) return nullptr;
+  bool configured = false;
+  for (const auto& spec : cfg->ports)
+    if (spec.substr(0, spec.find(',')) == want) configured = true;
+  if (!configured) return nullptr;
+  for (const auto& p : open)
+    if (p->info().placeholder) return p.get();
+  return nullptr;
 }
 
 }  // namespace dpfab::ofi

@@ -59,6 +59,7 @@ struct Pep final : proto::PassiveEndpoint::Sink {
     std::memcpy(a.mac, engine->mac().addr_bytes, 6);
     a.ipv4_be = engine->ipv4_be();
     a.udp_port_be = udp_port_be;
+    engine->set_host_part(a);  // connectors of this host reach us through shared memory
     return a;
   }
   // PassiveEndpoint::Sink: FI_CONNREQ (RX owner, under the passive endpoint's lock).
@@ -160,8 +161,8 @@ int pep_getname(fid* f, void* addr, size_t* addrlen) noexcept {
     a = p->address();
   }
   const size_t have = *addrlen;
-  *addrlen = sizeof(a);
-  if (!addr || have < sizeof(a)) return -FI_ETOOSMALL;
+  *addrlen = wire::address_len(a, p->format);
+  if (!addr || have < *addrlen) return -FI_ETOOSMALL;
   wire::write_address(a, p->format, addr, have);
   return FI_SUCCESS;
 }
@@ -359,12 +360,7 @@ int passive_ep_open(fid_fabric* fabric, fi_info* info, fid_pep** pep, void* cont
     if (!info->ep_attr || info->ep_attr->type != FI_EP_MSG) return -FI_EINVAL;
     auto* fab = container_of_fid<Fabric>(&fabric->fid);
     const char* want = info->domain_attr ? info->domain_attr->name : nullptr;
-    port::Port* found = nullptr;
-    for (const auto& p : port::ports())
-      if (!want || p->info().name == want) {
-        found = p.get();
-        break;
-      }
+    port::Port* found = find_domain_port(want);
     if (!found) return -FI_ENODEV;
     auto engine = progress::PortEngine::of(found);
     if (!engine) return -FI_ENODEV;  // a port the application owns: no data path

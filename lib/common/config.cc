@@ -23,7 +23,7 @@ namespace {
 constexpr const char* kSection = "dpdk";
 
 // The single list of keys. config/dpfab.conf must show the same defaults; a unit test checks it.
-constexpr std::array<KeyInfo, 21> kKeys{{
+constexpr std::array<KeyInfo, 27> kKeys{{
     {"config", "",
      "Path of the configuration file to read instead of the installed default (dpfab.conf)."},
     {"eal_args", "--no-huge --no-shconf --no-pci -m 48 --log-level=*:warning",
@@ -67,6 +67,33 @@ constexpr std::array<KeyInfo, 21> kKeys{{
      "UDP checksum of the frames sent: 'auto' leaves it out (0, 'none computed', RFC 768) on "
      "memif and ring ports, whose frames never leave this host's memory, and computes it on "
      "every other port; 'on' computes it everywhere."},
+    {"shm", "on",
+     "The same-host path: 'on' reaches endpoints of other processes on this host through shared "
+     "memory instead of the ports (and gives a process without a port of its own a domain that "
+     "reaches them); 'off' sends everything through the ports (to test a NIC's own path)."},
+    {"shm_dir", "",
+     "Where the same-host path's segments live: empty = anonymous memory (sealed memfds; nothing "
+     "is ever left in /dev/shm); a directory (/dev/shm, a hugetlbfs mount) = files there, mode "
+     "0600, removed as soon as both ends mapped them (leftovers of killed processes are removed "
+     "by the next process)."},
+    {"shm_ring_kb", "128",
+     "KiB of each ring of a same-host link (one per direction and pair of processes): a power of "
+     "two from 4 to 65536."},
+    {"shm_cma", "on",
+     "Same-host messages of a rendezvous (larger than 16 KiB) are copied once, by the receiver, "
+     "from the sender's memory (process_vm_readv) where the kernel allows it; 'off' copies them "
+     "through the rings."},
+    {"mr_keys", "provider",
+     "Memory regions (FI_RMA, FI_ATOMIC): 'provider' gives them provider keys (unguessable) and "
+     "virtual addresses wherever the application's mr_mode offers FI_MR_PROV_KEY and "
+     "FI_MR_VIRT_ADDR; 'application' takes neither, nor FI_MR_ENDPOINT: the keys the "
+     "application requests, offsets from each region's start and regions every endpoint answers "
+     "for, as tcp and sockets do (FI_MR_BASIC is unaffected)."},
+    {"mr_endpoint", "off",
+     "Memory regions: 'on' takes up FI_MR_ENDPOINT where the application's mr_mode offers it "
+     "(with mr_keys=provider): a region must be bound to an endpoint and answers only through "
+     "it. 'off' leaves the bit out, as tcp, shm and verbs do: regions answer through every "
+     "endpoint of their domain (fabtests 2.x's fi_multi_ep relies on that)."},
     {"fault_loss", "0",
      "Fault injection (testing): probability in [0, 1] that a received IPv4/UDP frame is "
      "dropped. ARP and IGMP frames are never faulted."},
@@ -355,9 +382,26 @@ Result<Config> load(const EnvLookup& env, const std::string& default_file) {
       auto n = int_in_range(v, 100, 86'400'000);
       if (!n) return n.error();
       cfg.msg_connect_timeout_ms = static_cast<uint64_t>(*n);
+    } else if (v.key == "mr_keys") {
+      if (v.text != "provider" && v.text != "application")
+        return bad(v, "not 'provider' or 'application'");
+      cfg.mr_application_keys = v.text == "application";
+    } else if (v.key == "mr_endpoint") {
+      if (v.text != "on" && v.text != "off") return bad(v, "not 'on' or 'off'");
+      cfg.mr_endpoint = v.text == "on";
     } else if (v.key == "udp_checksum") {
       if (v.text != "auto" && v.text != "on") return bad(v, "not 'auto' or 'on'");
       cfg.udp_checksum_always = v.text == "on";
+    } else if (v.key == "shm" || v.key == "shm_cma") {
+      if (v.text != "on" && v.text != "off") return bad(v, "not 'on' or 'off'");
+      (v.key == "shm" ? cfg.shm : cfg.shm_cma) = v.text == "on";
+    } else if (v.key == "shm_dir") {
+      if (!v.text.empty() && v.text.front() != '/') return bad(v, "not an absolute directory");
+      cfg.shm_dir = v.text;
+    } else if (v.key == "shm_ring_kb") {
+      auto n = int_in_range(v, 4, 65536);
+      if (!n || (*n & (*n - 1)) != 0) return bad(v, "not a power of two from 4 to 65536");
+      cfg.shm_ring_kb = static_cast<uint32_t>(*n);
     } else if (v.key.starts_with("fault_") && v.key != "fault_seed") {
       auto p = probability(v);
       if (!p) return p.error();

@@ -78,8 +78,19 @@ struct Config {
   /// A connected peer is lost after rdm_peer_timeout_ms of silence.
   uint64_t msg_connect_timeout_ms = 10'000;
   bool udp_checksum_always = false;  ///< udp_checksum = on
-  FaultConfig faults;                ///< fault_* keys
-  std::vector<Value> values;         ///< effective text of every key, in keys() order
+  /// The same-host path (shm/node.h, fi_dpdk(7) "Same-host peers"): shm, shm_dir, shm_ring_kb,
+  /// shm_cma.
+  bool shm = true;
+  std::string shm_dir;
+  uint32_t shm_ring_kb = 128;
+  bool shm_cma = true;
+  /// mr_keys = application: regions take the application's keys and offsets even where its
+  /// mr_mode offers FI_MR_PROV_KEY and FI_MR_VIRT_ADDR.
+  bool mr_application_keys = false;
+  /// mr_endpoint = on: FI_MR_ENDPOINT is taken up where the application offers it.
+  bool mr_endpoint = false;
+  FaultConfig faults;         ///< fault_* keys
+  std::vector<Value> values;  ///< effective text of every key, in keys() order
 
   const Value* find(std::string_view key) const noexcept;
 };

@@ -16,13 +16,21 @@
 // handler records it (the syscall number, the innermost lock, a backtrace on stderr), makes the
 // syscall on the thread's behalf from a small trampoline the dispatch lets through, and returns
 // its result, so the program goes on as it would have. With DPFAB_LOCKCHECK=abort (the default)
-// the first violation aborts the process instead, so that a test run over the build fails;
+// the first violation ends the process instead (exit status 134), so that a test run over the
+// build fails;
 // DPFAB_LOCKCHECK=count only counts (lockcheck::violations(), and a line at exit).
 //
 // Memory-management calls (brk, mmap, munmap, mremap, mprotect, madvise) are counted apart as heap
 // growth: the allocator's, for an allocation made under a lock. The data path allocates nothing
 // per message; what does allocate under the endpoint core lock is the state of a peer on first
-// contact (once per peer), which takes a syscall only when the heap must grow.
+// contact (once per peer), which takes a syscall only when the heap must grow. Calls a sanitizer's
+// runtime makes (UBSan's vptr check probes memory with pipe2/write) are counted apart too: the
+// trapped call or its libc wrapper's caller lies in libasan, libubsan or libtsan.
+//
+// Limit of the check: another library's signal handler that blocks SIGSYS (sa_mask) and runs
+// while a lock is held cannot have its syscalls trapped, and the kernel ends the process with
+// "Bad system call" instead. The handler here blocks asynchronous signals while it runs, and
+// keeps SIGSYS out of masks set under a lock, so that dpfab's own code never meets that limit.
 //
 // Exempt scopes mark syscalls that belong to the port itself rather than to dpfab: a PMD's own
 // kernel kick inside rte_eth_tx_burst/rte_eth_rx_burst (af_packet and af_xdp send a sendto, tap

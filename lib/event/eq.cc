@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "event/eq.h"
 
+#include "wait/wake_batch.h"
+
 #include <rdma/fi_errno.h>
 
 #include <algorithm>
@@ -42,6 +44,7 @@ uint64_t Eq::refused() const noexcept {
 }
 
 int Eq::push(Entry&& e) noexcept {
+  bool overran = false;
   {
     std::lock_guard lock(mutex_);
     if (overrun_.load(std::memory_order_relaxed)) {
@@ -53,16 +56,27 @@ int Eq::push(Entry&& e) noexcept {
       // notify needed: the queue is full, so ready() was true already.
       overrun_.store(true, std::memory_order_seq_cst);
       ++refused_;
-      DPFAB_WARN(FI_LOG_EQ, "event queue overrun (%zu events): the EQ is now unusable", capacity_);
-      return -FI_EOVERRUN;
+      overran = true;
+    } else {
+      try {
+        queue_.push_back(std::move(e));
+      } catch (const std::bad_alloc&) {
+        return -FI_ENOMEM;
+      }
+      // P1 of the arm protocol: publish before notify()'s fence.
+      count_.store(queue_.size(), std::memory_order_seq_cst);
     }
-    try {
-      queue_.push_back(std::move(e));
-    } catch (const std::bad_alloc&) {
-      return -FI_ENOMEM;
-    }
-    // P1 of the arm protocol: publish before notify()'s fence.
-    count_.store(queue_.size(), std::memory_order_seq_cst);
+  }
+  if (overran) {
+    // Said once the caller's locks are released too (a log line is a syscall; a poll step writes
+    // connection events here).
+    wait::WakeBatch::defer(
+        [](void*, uint64_t n) noexcept {
+          DPFAB_WARN(FI_LOG_EQ, "event queue overrun (%lu events): the EQ is now unusable",
+                     static_cast<unsigned long>(n));
+        },
+        nullptr, capacity_);
+    return -FI_EOVERRUN;
   }
   notify();
   return FI_SUCCESS;

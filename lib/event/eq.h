@@ -49,6 +49,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/spinlock.h"
 #include "wait/waitable.h"
 
 namespace dpfab::event {
@@ -173,7 +174,9 @@ class Eq final : public wait::Waitable {
   const bool legacy_err_data_;  // API < 1.5: fi_eq_err_entry 1.0 layout, provider-owned err_data
   fid_t fid_;
 
-  mutable std::mutex mutex_;
+  // A data-path lock (common/lockcheck.h): a poll step writes connection events here. Nothing
+  // under it makes a syscall but the allocator's (the queue's entries).
+  mutable SpinLock mutex_{"EQ"};
   std::deque<Entry> queue_;             // under mutex_
   std::vector<uint8_t> held_err_data_;  // under mutex_: the provider-owned err_data handed out
   uint64_t refused_ = 0;                // under mutex_

@@ -60,6 +60,10 @@ Registry& registry() {
 }
 
 constexpr useconds_t kCloseLingerUs = 100'000;  // 100 ms, once per port at provider cleanup
+// The net_null device behind the placeholder port (open_placeholder). A plain array, not a
+// std::string: provider cleanup (~Port) runs from libfabric's destructor, after the exit handlers
+// have destroyed this library's namespace-scope objects.
+constexpr char kPlaceholderDevice[] = "net_null_dpfab_shm";
 
 std::string err_text(int err) { return rte_strerror(err < 0 ? -err : err); }
 
@@ -376,13 +380,14 @@ Port::~Port() {
   // Frames the application sent just before closing may still sit in the TX ring, or (memif) in
   // rings that live in our memory and vanish when we disconnect. A socket would deliver them;
   // give the peer a moment to take them before the link goes away.
-  if (started_) {
+  if (started_ && !info_.placeholder) {  // the placeholder carries nothing
     refresh_link();
     if (info_.link_up) usleep(kCloseLingerUs);
   }
   if (info_.created) {
     (void)stop_close_port(info_.port_id, started_);
-    rte_eal_hotplug_remove("vdev", info_.name.c_str());
+    // The device's own name: the placeholder's domain name ("shm") is not its ethdev name.
+    rte_eal_hotplug_remove("vdev", info_.placeholder ? kPlaceholderDevice : info_.name.c_str());
   } else if (started_) {
     (void)stop_port(info_.port_id);
   }
@@ -503,7 +508,7 @@ Result<std::unique_ptr<Port>> Port::open(const std::string& spec,
     auto mtu = spec_mtu(name, args);
     if (!mtu) return mtu.error();
     jumbo_mtu = mtu.value();
-    auto made = create_vdev(spec, jumbo_mtu, &p->role_lock_);
+    auto made = create_vdev(spec, jumbo_mtu, &p->role_lock_, /*wait_busy=*/!cfg.shm);
     if (!made) return made.error();
     in.spec = *made;
     in.created = true;
@@ -611,6 +616,55 @@ Result<std::unique_ptr<Port>> Port::open(const std::string& spec,
   return p;
 }
 
+Result<std::unique_ptr<Port>> Port::open_placeholder(const config::Config& cfg) {
+  constexpr uint16_t kMtu = 9000;
+  std::unique_ptr<Port> p(new Port());
+  Info& in = p->info_;
+  in.spec = std::string(kPlaceholderDevice) + ",no-rx=1";
+  if (int r = rte_dev_probe(in.spec.c_str()); r != 0)
+    return make_error(-FI_ENODEV,
+                      "cannot create the placeholder port (" + in.spec + "): " + err_text(r));
+  uint16_t port_id = 0;
+  if (rte_eth_dev_get_port_by_name(kPlaceholderDevice, &port_id) != 0)
+    return make_error(-FI_ENODEV, "placeholder port: no ethdev port appeared");
+  in.created = true;
+  in.placeholder = true;
+  in.port_id = port_id;
+  in.name = "shm";  // the domain's name
+  in.driver = "net_null";
+  in.mtu = kMtu;
+  in.socket_id = std::max(0, rte_eth_dev_socket_id(port_id));
+  // Its mbufs carry only the same-host path's frames (DGRAM, connection management), each copied
+  // out of a ring: a small pool whose buffers hold a frame of the MTU.
+  char pool_name[RTE_MEMPOOL_NAMESIZE];
+  std::snprintf(pool_name, sizeof(pool_name), "dpfab_mp_%u", port_id);
+  const unsigned n = std::min<unsigned>(cfg.mbufs, 1023);
+  const unsigned frame = kMtu + RTE_ETHER_HDR_LEN + RTE_VLAN_HLEN;
+  const auto buf_size = static_cast<uint16_t>(RTE_PKTMBUF_HEADROOM + RTE_ALIGN_CEIL(frame, 64));
+  p->pool_ = make_pool(pool_name, n, std::min<unsigned>(RTE_MEMPOOL_CACHE_MAX_SIZE, n / 8),
+                       in.socket_id, buf_size);
+  if (!p->pool_)
+    return make_error(-FI_ENOMEM, "placeholder port: cannot allocate " + std::to_string(n) +
+                                      " mbufs: " + err_text(rte_errno));
+  in.rx_queues = in.tx_queues = 1;
+  in.rx_desc = in.tx_desc = 64;
+  rte_eth_conf conf{};
+  int ret = rte_eth_dev_configure(port_id, 1, 1, &conf);
+  if (ret == 0) ret = rte_eth_dev_adjust_nb_rx_tx_desc(port_id, &in.rx_desc, &in.tx_desc);
+  if (ret == 0)
+    ret = rte_eth_rx_queue_setup(port_id, 0, in.rx_desc, in.socket_id, nullptr, p->pool_);
+  if (ret == 0) ret = rte_eth_tx_queue_setup(port_id, 0, in.tx_desc, in.socket_id, nullptr);
+  if (ret == 0) ret = start_port(port_id);
+  if (ret != 0)
+    return make_error(-FI_EIO, "placeholder port: configure/start failed: " + err_text(ret));
+  p->started_ = true;
+  p->device_started_ = true;
+  rte_eth_macaddr_get(port_id, &in.mac);
+  in.rx_interrupt = RxInterrupt::kNone;
+  in.link_up = true;
+  return p;
+}
+
 Result<const std::vector<std::unique_ptr<Port>>*> open_all(const config::Config& cfg) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
@@ -618,6 +672,13 @@ Result<const std::vector<std::unique_ptr<Port>>*> open_all(const config::Config&
   std::vector<std::unique_ptr<Port>> opened;
   for (size_t i = 0; i < cfg.ports.size(); ++i) {
     auto p = Port::open(cfg.ports[i], cfg.ipv4[i], cfg);
+    if (!p && p.code() == -FI_EBUSY && cfg.shm) {
+      // A memif socket two other processes hold (role=auto): its link is theirs, and the
+      // same-host path reaches them (and everyone else on this host) anyway.
+      DPFAB_INFO(FI_LOG_CORE, "%s; the same-host path reaches the processes of this host",
+                 p.error().message.c_str());
+      continue;
+    }
     if (!p) {
       DPFAB_WARN(FI_LOG_CORE, "%s", p.error().message.c_str());
       return p.error();  // `opened` releases the ports made so far
@@ -629,6 +690,21 @@ Result<const std::vector<std::unique_ptr<Port>>*> open_all(const config::Config&
                p.value()->info().link_up ? "up" : "down");
     opened.push_back(std::move(p.value()));
   }
+  if (opened.empty() && cfg.shm) {
+    // No port of our own (none configured, or the memif link is taken): a domain that reaches
+    // this host's processes through the same-host path only.
+    auto p = Port::open_placeholder(cfg);
+    if (!p) {
+      DPFAB_WARN(FI_LOG_CORE, "%s", p.error().message.c_str());
+      return p.error();
+    }
+    DPFAB_INFO(FI_LOG_CORE, "no port: domain 'shm' reaches the processes of this host only");
+    opened.push_back(std::move(p.value()));
+  }
+  if (opened.empty())
+    return make_error(-FI_ENODEV,
+                      "no port configured (FI_DPDK_PORTS) and the same-host path is "
+                      "off (FI_DPDK_SHM=off): nothing to reach peers with");
   r.ports = std::move(opened);
   r.opened = true;
   return &r.ports;

@@ -69,6 +69,9 @@ struct Info {
   /// interface id), and whether we are memif's server. Empty otherwise.
   std::string memif_link;
   bool memif_server = false;
+  /// The placeholder of a process without a port (open_placeholder): a net_null device that
+  /// never receives, named "shm"; its endpoints reach the peers of this host only.
+  bool placeholder = false;
 };
 
 class Port {
@@ -97,6 +100,14 @@ class Port {
   /// Stops and starts a port dpfab created (a memif client then connects again). The caller
   /// must own both queues: no rx or tx burst may run meanwhile. @return 0 or a negative errno.
   int restart() noexcept;
+  /// Sets the port's MAC and IPv4 (the placeholder takes its node's: shm::Node). Control path,
+  /// before the port's engine exists.
+  void set_address(const rte_ether_addr& mac, uint32_t ipv4_host) noexcept {
+    info_.mac = mac;
+    info_.ipv4 = ipv4_host;
+    info_.ipv4_prefix = 32;
+    info_.ipv4_auto = false;
+  }
   /// Whether the device runs: false for a memif role=auto client whose server went away before
   /// its start (it waits for restart()), and after a restart() that failed.
   bool device_started() const noexcept { return device_started_; }
@@ -125,6 +136,10 @@ class Port {
   static Result<std::unique_ptr<Port>> open(const std::string& spec,
                                             const std::optional<config::Ipv4Prefix>& ipv4,
                                             const config::Config& cfg);
+  /// Opens the placeholder port of a process that has no port of its own (Info::placeholder):
+  /// a net_null device without receive (no-rx=1), MTU 9000, a small mempool for the frames of
+  /// the same-host path. Its address is set later from the node's (set_address).
+  static Result<std::unique_ptr<Port>> open_placeholder(const config::Config& cfg);
 
  private:
   Port() = default;

@@ -117,7 +117,8 @@ constexpr auto kAutoRoleWait = std::chrono::seconds(5);
 // @return the lock of the role taken (*server says which); -FI_EBUSY when the socket already
 //         joins two processes, -FI_EIO when its server never listens.
 Result<UniqueFd> choose_memif_role(const std::string& port, const std::string& sock,
-                                   const std::string& link, bool abstract, bool* server) {
+                                   const std::string& link, bool abstract, bool* server,
+                                   bool wait_busy) {
   const auto deadline = std::chrono::steady_clock::now() + kAutoRoleWait;
   for (;;) {
     UniqueFd lock = take_memif_role_lock("server", sock);
@@ -131,7 +132,7 @@ Result<UniqueFd> choose_memif_role(const std::string& port, const std::string& s
       *server = false;
       return Result<UniqueFd>(std::move(lock));
     }
-    if (std::chrono::steady_clock::now() >= deadline) {
+    if (std::chrono::steady_clock::now() >= deadline || (busy && !wait_busy)) {
       if (busy)
         return make_error(-FI_EBUSY,
                           "port '" + port + "': memif socket '" + sock +
@@ -202,7 +203,8 @@ Result<uint16_t> spec_mtu(const std::string& name, const std::string& args) {
 // Creates a vdev. memif gets three conveniences: role=auto (choose_memif_role), buffers that hold
 // a frame of the port's MTU (`mtu`: spec_mtu's, 0 for none), and a random locally administered
 // MAC when none is given, so two processes on one box do not share memif's fixed default MAC.
-Result<std::string> create_vdev(const std::string& spec, uint16_t mtu, UniqueFd* role_lock) {
+Result<std::string> create_vdev(const std::string& spec, uint16_t mtu, UniqueFd* role_lock,
+                                bool wait_busy) {
   auto [name, args] = split_spec(spec);
   args = remove_arg(args, "mtu");  // dpfab's own (spec_mtu)
   if (name.rfind("net_memif", 0) == 0 && mtu) {
@@ -241,7 +243,7 @@ Result<std::string> create_vdev(const std::string& spec, uint16_t mtu, UniqueFd*
       bool server = false;
       std::string id = get_arg(args, "id");
       auto lock = choose_memif_role(name, sock, sock + "#" + (id.empty() ? "0" : id),
-                                    get_arg(args, "socket-abstract") != "no", &server);
+                                    get_arg(args, "socket-abstract") != "no", &server, wait_busy);
       if (!lock) return lock.error();
       *role_lock = std::move(lock.value());
       // As the server of a file socket, a file left by a dead server is ours to remove (nobody

@@ -26,7 +26,10 @@ Result<uint16_t> spec_mtu(const std::string& name, const std::string& args);
 
 /// Creates the vdev of `spec` (with spec_mtu's `mtu`); returns the devargs DPDK probed (memif
 /// role=auto resolved, dpfab's own keys removed). *role_lock holds a memif role=auto role.
-Result<std::string> create_vdev(const std::string& spec, uint16_t mtu, UniqueFd* role_lock);
+/// `wait_busy`: a role=auto socket whose two roles are held is waited on (up to 5 s: a client on
+/// its way out) before -FI_EBUSY; without, -FI_EBUSY at once (the same-host path will do).
+Result<std::string> create_vdev(const std::string& spec, uint16_t mtu, UniqueFd* role_lock,
+                                bool wait_busy = true);
 
 /// A memif client (`args` as probed) whose server does not listen (any more).
 bool memif_server_gone(const std::string& name, const std::string& args);

@@ -55,8 +55,10 @@ std::span<const int> PortConsumer::sleep_fds() const noexcept {
 }
 
 bool PortConsumer::prepare_sleep() noexcept {
-  // A port its fds do not cover is watched by the wakeup thread instead (arm_kind).
-  if (!engine_ || lcores_running() || !engine_->wake().covered()) return true;
+  // A port its fds do not cover is watched by the wakeup thread instead (arm_kind); the
+  // same-host path, where there is one, is armed either way (its eventfd is in the fds).
+  if (!engine_ || lcores_running()) return true;
+  if (!engine_->wake().covered() && !engine_->local_node()) return true;
   return engine_->prepare_sleep();
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "progress/engine.h"
 
+#include <arpa/inet.h>
 #include <poll.h>
 #include <pthread.h>
 #include <rdma/fi_errno.h>
@@ -23,6 +24,7 @@
 #include "common/log.h"
 #include "wait/wake_batch.h"
 #include "wire/multicast.h"
+#include "wire/rdm.h"
 
 namespace dpfab::progress {
 namespace {
@@ -51,13 +53,14 @@ PortEngine::PortEngine(port::Port* p)
       demux_(new std::atomic<proto::Receiver*>[65536]) {
   for (size_t i = 0; i < 65536; ++i) demux_[i].store(nullptr, std::memory_order_relaxed);
   wake_.init(port_id_, p->info().rx_interrupt);
+  if (p->info().placeholder) wake_.set_no_rx();  // nothing arrives on it: nothing to poll
   // Receivers' backlogs may hold at most half the pool; the other half is left to the PMD's
   // receive ring and to transmit (fi_dpdk(7), FI_DPDK_MBUFS).
   set_held_limit(p->mempool()->size / 2);
   memif_ = p->info().driver == "net_memif";
   stopped_ = p->info().created && !p->device_started();  // no bursts until a restart succeeds
   // udp_checksum = auto (set_udp_checksum): none on links that stay in this host's memory.
-  tx_caps_.udp_none = memif_ || p->info().driver == "net_ring";
+  tx_caps_.udp_none = memif_ || p->info().driver == "net_ring" || p->info().placeholder;
   loopback_alias_ = memif_ || p->info().driver == "net_ring";
   shared_link_ = p->info().driver == "net_af_packet" || p->info().driver == "net_af_xdp";
   prefault_pending_ = memif_;
@@ -204,6 +207,11 @@ void PortEngine::kick_deferred(void* engine, uint64_t fd) noexcept {
   static_cast<PortEngine*>(engine)->kicks_in_flight_.fetch_sub(1, std::memory_order_release);
 }
 
+void PortEngine::warn_link_down(void* engine, uint64_t) noexcept {
+  DPFAB_WARN(FI_LOG_EP_DATA, "port %s: link down, datagrams are dropped",
+             static_cast<PortEngine*>(engine)->port_->info().name.c_str());
+}
+
 void PortEngine::run_as_rx_owner(void (*fn)(void*), void* arg) noexcept {
   while (!try_take_rx()) rx_wait();
   fn(arg);
@@ -234,8 +242,11 @@ uint16_t PortEngine::transmit(rte_mbuf** frames, uint16_t n) noexcept {
     if (unlikely(link_down_for_ns(now_ns()) > kLinkGraceNs)) {
       rte_pktmbuf_free_bulk(frames + sent, n - sent);
       stats_.tx_link_down.fetch_add(n - sent, std::memory_order_relaxed);
-      DPFAB_WARN_ONCE(FI_LOG_EP_DATA, "port %s: link down, datagrams are dropped",
-                      port_->info().name.c_str());
+      // Once per process, and written after the caller's locks (a log line is a syscall).
+      static std::atomic<bool> warned{false};
+      if (!warned.load(std::memory_order_relaxed) &&
+          !warned.exchange(true, std::memory_order_relaxed))
+        wait::WakeBatch::defer(&PortEngine::warn_link_down, this);
       return n;
     }
     stats_.tx_full.fetch_add(1, std::memory_order_relaxed);
@@ -246,10 +257,15 @@ uint16_t PortEngine::transmit(rte_mbuf** frames, uint16_t n) noexcept {
   return sent;
 }
 
-PortEngine::Handled PortEngine::handle(rte_mbuf* m) noexcept {
+PortEngine::Handled PortEngine::handle(rte_mbuf* m, const shm::Conn* from) noexcept {
   wire::Frame f;
   switch (wire::decode_mbuf(m, &f, decode_)) {
     case wire::Verdict::kData: {
+      if (from) {  // through the same-host path: replies go back the same way
+        f.src_host_be = local_host_be_;
+        f.src_node_be = rte_cpu_to_be_32(from->node());
+        f.src_nonce_be = rte_cpu_to_be_32(from->nonce());
+      }
       if (unlikely(wire::is_multicast_ipv4(f.dst_ip_be))) return deliver_group(f, m);
       if (unlikely((f.dst_ip_be != ipv4_be_ &&
                     !(loopback_alias_ && wire::is_loopback_ipv4(f.dst_ip_be))) ||
@@ -282,10 +298,33 @@ PortEngine::Handled PortEngine::handle(rte_mbuf* m) noexcept {
       if (r.reply_len) send_raw(reply, r.reply_len);
       break;
     }
+    case wire::Verdict::kOldVersion:
+      // Counted by the decoder; said once per port (the RX owner is the counter's one writer, so
+      // exactly one poll step sees it become 1), once the step has let go of the receive side: a
+      // log line is a syscall (common/lockcheck.h), so it goes through the step's WakeBatch.
+      if (decode_.get(wire::Verdict::kOldVersion) == 1)
+        wait::WakeBatch::defer(&PortEngine::warn_old_version, this,
+                               uint64_t{f.src_ip_be} << 16 | f.src_port_be);
+      break;
     default:
       break;  // rejected: counted by the decoder
   }
   return Handled::kFree;
+}
+
+void PortEngine::warn_old_version(void* engine, uint64_t src) noexcept {
+  const auto* e = static_cast<const PortEngine*>(engine);
+  const auto ip_be = static_cast<uint32_t>(src >> 16);
+  const auto port_be = static_cast<uint16_t>(src);
+  char ip[INET_ADDRSTRLEN] = "?";
+  inet_ntop(AF_INET, &ip_be, ip, sizeof(ip));
+  DPFAB_WARN(FI_LOG_EP_DATA,
+             "port %s: a frame from %s UDP port %u is in dpfab wire format version %u, which this "
+             "dpfab (wire version %u) no longer speaks: that peer runs an older dpfab. Its frames "
+             "are dropped and counted (telemetry port%u_rx_old_version; dpfab-info --stats); "
+             "upgrade it. Said once per port.",
+             e->port_->info().name.c_str(), ip, rte_be_to_cpu_16(port_be), wire::v1::kVersion,
+             wire::kVersion, e->port_->info().port_id);
 }
 
 size_t PortEngine::drain_backlogs() noexcept {
@@ -309,9 +348,10 @@ size_t PortEngine::progress() noexcept {
   return n < 0 ? 0 : static_cast<size_t>(n);
 }
 
-long PortEngine::poll_step(uint16_t* received) noexcept {
-  // Wake-ups the step decides on (CQ raises, kicks of the replies it sends) are made once it
-  // has released the receive side (wait/wake_batch.h): opened first, closed last.
+long PortEngine::poll_step(uint16_t* received, uint16_t* local_received) noexcept {
+  // Wake-ups the step decides on (CQ raises, kicks of the replies it sends) are made at its end
+  // (wait/wake_batch.h): opened first. A poll step is never run inside another batch (a core
+  // lock's), whose calls would wait for that batch's end.
   wait::WakeBatch wakes;
   // One receive owner at a time; others return at once (they have nothing to wait for).
   if (!try_take_rx()) return -1;
@@ -339,6 +379,10 @@ long PortEngine::poll_step(uint16_t* received) noexcept {
     if (h != Handled::kKept) done_[done++] = pkts[i];
   }
   if (done) done_n_.store(done, std::memory_order_relaxed);
+  // The same-host path (shm/node.h): what peers of this host sent through shared memory.
+  const auto local = static_cast<uint16_t>(local_node_ ? poll_local(&delivered) : 0);
+  *received += local;
+  if (local_received) *local_received = local;
   if ((++polls_ & 255) == 0 || (n == 0 && neigh_pending_.load(std::memory_order_relaxed))) {
     tick_neighbours();
     check_link();
@@ -346,8 +390,116 @@ long PortEngine::poll_step(uint16_t* received) noexcept {
     if (memif_ && !prefault_pending_ && !port_->link_up_now()) prefault_pending_ = true;
   }
   if (n) bump(stats_.rx_frames, n);
-  release_rx();
+  // The step's wake-ups are made before the receive side is released, though outside the lock
+  // check's section: unbinding an endpoint waits for the receive side, so a raise deferred here
+  // never outlives the CQ, EQ or counter it names (they close after their endpoints). Nobody
+  // spins on the receive side on the data path: others try it and return.
+  lockcheck::leave();
+  wakes.flush_now();
+  rx_busy_.store(false, std::memory_order_release);
   return static_cast<long>(delivered);
+}
+
+// ---- the same-host path ------------------------------------------------------------------------
+
+int PortEngine::attach_local(const shm::NodeConfig& cfg, bool derive_address) noexcept {
+  if (local_node_) return 0;
+  auto n = shm::Node::open(cfg, port_->info().mac.addr_bytes, ipv4_be_, derive_address);
+  if (!n) {
+    DPFAB_WARN(FI_LOG_CORE, "port %s: no same-host path: %s", port_->info().name.c_str(),
+               n.error().message.c_str());
+    return n.code();
+  }
+  local_node_ = std::move(n.value());
+  if (derive_address) {
+    // The placeholder port takes the node's address: unique on this host.
+    rte_ether_addr mac;
+    std::memcpy(mac.addr_bytes, local_node_->mac(), 6);
+    port_->set_address(mac, rte_be_to_cpu_32(local_node_->ipv4_be()));
+    ipv4_be_ = local_node_->ipv4_be();
+  }
+  local_host_be_ = rte_cpu_to_be_64(local_node_->host());
+  set_local(local_node_.get());
+  wake_.attach_local(local_node_.get());
+  return 0;
+}
+
+size_t PortEngine::poll_local(size_t* delivered) noexcept {
+  return local_node_->poll(
+      kBurst,
+      [&](const shm::Conn& c, const shm::RecordHeader& h, const uint8_t* p) {
+        *delivered += handle_record(c, h, p) == Handled::kDelivered;
+      },
+      [&](const shm::Conn& c) { local_lost(c); });
+}
+
+PortEngine::Handled PortEngine::handle_record(const shm::Conn& c, const shm::RecordHeader& h,
+                                              const uint8_t* payload) noexcept {
+  switch (h.kind) {
+    case shm::RecordKind::kFrame: {
+      // A frame as the port would carry it: copied into an mbuf (a receiver may hold it, and the
+      // peer may rewrite its ring meanwhile), then decoded and delivered as the port's are.
+      bump(stats_.local_frames);
+      rte_mbuf* m = rte_pktmbuf_alloc(port_->mempool());
+      if (!m) {
+        bump(stats_.local_no_mbuf);
+        return Handled::kFree;
+      }
+      char* d = h.len <= rte_pktmbuf_tailroom(m)
+                    ? rte_pktmbuf_append(m, static_cast<uint16_t>(h.len))
+                    : nullptr;
+      if (!d) {
+        rte_pktmbuf_free(m);
+        bump(stats_.local_rejected);
+        return Handled::kFree;
+      }
+      std::memcpy(d, payload, h.len);
+      const Handled r = handle(m, &c);
+      if (r != Handled::kKept) rte_pktmbuf_free(m);
+      return r;
+    }
+    case shm::RecordKind::kRdm:
+    case shm::RecordKind::kRdmIndirect: {
+      // An RDM packet: the frame it stands for, without Ethernet, IPv4 and UDP; the receiver
+      // decodes the RDM header (wire::decode_rdm, which rejects what is malformed) and copies
+      // what it keeps before the ring slot is released.
+      bump(stats_.local_rdm);
+      proto::Receiver* r = demux_[rte_be_to_cpu_16(h.dst_port_be)].load(std::memory_order_acquire);
+      if (!r) {
+        bump(stats_.local_no_listener);
+        return Handled::kFree;
+      }
+      wire::Frame f;
+      f.dst_mac = port_->info().mac;
+      std::memcpy(f.src_mac.addr_bytes, c.mac(), 6);
+      f.src_ip_be = c.ipv4_be();
+      f.dst_ip_be = ipv4_be_;
+      f.src_port_be = h.src_port_be;
+      f.dst_port_be = h.dst_port_be;
+      f.header = wire::rdm_outer_header(h.src_ep, h.dst_ep, h.len);
+      f.payload_len = h.len;
+      f.payload = payload;
+      f.src_host_be = local_host_be_;
+      f.src_node_be = rte_cpu_to_be_32(c.node());
+      f.src_nonce_be = rte_cpu_to_be_32(c.nonce());
+      f.src_link = &c;
+      f.indirect = h.kind == shm::RecordKind::kRdmIndirect;
+      r->deliver(f, nullptr);  // without an mbuf nothing is kept
+      return Handled::kDelivered;
+    }
+    default:
+      bump(stats_.local_rejected);
+      return Handled::kFree;
+  }
+}
+
+void PortEngine::local_lost(const shm::Conn& c) noexcept {
+  bump(stats_.local_lost);
+  const uint32_t node_be = rte_cpu_to_be_32(c.node()), nonce_be = rte_cpu_to_be_32(c.nonce());
+  const size_t used = receivers_used_.load(std::memory_order_acquire);
+  for (size_t i = 0; i < used; ++i)
+    if (proto::Receiver* r = receivers_[i].load(std::memory_order_acquire))
+      r->link_lost(node_be, nonce_be);
 }
 
 bool PortEngine::prepare_sleep() noexcept {
@@ -357,16 +509,20 @@ bool PortEngine::prepare_sleep() noexcept {
   // owns the receive side, wait it out and poll ourselves: a frame that came after its burst may
   // be the one whose kick A1 drained, and that thread may not poll again
   // (test/model/sleep_on_port.pml, variant A3_GIVES_UP). A poll step is short and bounded.
+  // A port its fds do not cover (no interrupt, no kick: the wakeup thread watches it for
+  // sleepers, PortConsumer::prepare_sleep) is armed here for its same-host path only: the rings
+  // must be empty, the port's own queue need not (net_null's never is).
+  const bool port_covered = wake_.covered();
   constexpr int kMaxBursts = 64;
   bool empty = false;
   for (int i = 0; i < kMaxBursts && !empty;) {
-    uint16_t received = 0;
-    if (poll_step(&received) < 0) {
+    uint16_t received = 0, local = 0;
+    if (poll_step(&received, &local) < 0) {
       wake_.stats().not_safe.fetch_add(1, std::memory_order_relaxed);
       while (rx_busy_.load(std::memory_order_acquire)) rx_wait();
       continue;
     }
-    empty = received < kBurst;
+    empty = (port_covered ? received : local) < kBurst;
     ++i;
   }
   if (!empty) {
@@ -394,7 +550,9 @@ bool PortEngine::prepare_sleep() noexcept {
 void PortEngine::arm_deadline() noexcept { wake_.arm_timer(timer_due_ns()); }
 
 PortEngine::~PortEngine() {
-  // Destroyed by close_all, after every endpoint and before the ports (and their mempools).
+  // Destroyed by close_all, after every endpoint and before the ports (and their mempools). The
+  // node goes first: its control thread stops and every peer sees us gone.
+  local_node_.reset();
   if (const uint16_t done = done_n_.load(std::memory_order_relaxed))
     rte_pktmbuf_free_bulk(done_, done);
 }

@@ -32,6 +32,7 @@
 #include "proto/endpoint.h"
 #include "proto/groups.h"
 #include "proto/msg_endpoint.h"
+#include "shm/node.h"
 #include "wire/arp.h"
 #include "wire/decoder.h"
 #include "wire/neighbour.h"
@@ -52,6 +53,10 @@ struct EngineStats {
   std::atomic<uint64_t> restarts{0};  ///< port restarts to reconnect (memif clients)
   std::atomic<uint64_t> arp{0};       ///< ARP frames handled
   std::atomic<uint64_t> arp_sent{0};  ///< requests, replies and announcements sent
+  /// The same-host path: records received (kFrame, kRdm), frames that found no mbuf (dropped),
+  /// records for a UDP port nobody bound, records refused (malformed), links lost.
+  std::atomic<uint64_t> local_frames{0}, local_rdm{0}, local_no_mbuf{0}, local_no_listener{0};
+  std::atomic<uint64_t> local_rejected{0}, local_lost{0};
   /// Fault injection (set_faults): frames dropped, reordered, duplicated, corrupted.
   FaultStats faults;
 };
@@ -114,6 +119,14 @@ class PortEngine final : public proto::Link {
   /// udp_checksum = on: frames sent carry a UDP checksum even on memif and ring ports (by
   /// default they carry none there: wire::TxChecksumCaps::udp_none). Before endpoints are bound.
   void set_udp_checksum_always() noexcept { tx_caps_.udp_none = false; }
+  /// Opens the engine's same-host node (shm/node.h): endpoints on this port then reach the
+  /// peers of this host through shared memory, and the poll step receives from them. Control
+  /// path, at runtime start, before endpoints are bound. `derive_address`: the port is the
+  /// placeholder of a process without one (port::open_placeholder): its MAC and IPv4 come from
+  /// the node id (unique on the host). @return 0 or the node's error (the port works without).
+  int attach_local(const shm::NodeConfig& cfg, bool derive_address) noexcept;
+  /// The node, or null (the same-host path is off).
+  shm::Node* local_node() const noexcept { return local_node_.get(); }
   /// The port's wake sources (port_wake.h).
   PortWake& wake() noexcept { return wake_; }
   const PortWake& wake() const noexcept { return wake_; }
@@ -178,12 +191,23 @@ class PortEngine final : public proto::Link {
   static void rx_wait() noexcept;
   static int64_t now_ns() noexcept;
   enum class Handled { kFree, kDelivered, kKept };  // kKept: a receiver holds the mbuf
-  /// The poll step. `received` (when the step ran): frames taken from the queue. Returns the
-  /// events delivered; -1 when another thread owns the receive side.
-  long poll_step(uint16_t* received) noexcept;
-  Handled handle(rte_mbuf* m) noexcept;
+  // RX owner: the same-host path's records (kFrame, kRdm, kRdmIndirect) and lost links.
+  size_t poll_local(size_t* delivered) noexcept;
+  Handled handle_record(const shm::Conn& c, const shm::RecordHeader& h,
+                        const uint8_t* payload) noexcept;
+  void local_lost(const shm::Conn& c) noexcept;
+  /// The poll step. `received` (when the step ran): frames taken from the queue and records from
+  /// the same-host path; `local_received`, when given: the latter alone. Returns the events
+  /// delivered; -1 when another thread owns the receive side.
+  long poll_step(uint16_t* received, uint16_t* local_received = nullptr) noexcept;
+  // `from`: the same-host link a kFrame record came through (its host part goes into the frame).
+  Handled handle(rte_mbuf* m, const shm::Conn* from = nullptr) noexcept;
   // RX owner: a copy of a group frame to each member.
   Handled deliver_group(const wire::Frame& f, rte_mbuf* m) noexcept;
+  // The warning, once per port, that a peer speaks wire version 1 (wire/format.h): deferred by
+  // the RX owner (a wait::WakeBatch::Fn; `src` is the sender's IPv4 << 16 | UDP port, both in
+  // network byte order).
+  static void warn_old_version(void* engine, uint64_t src) noexcept;
   size_t drain_backlogs() noexcept;  // RX owner
   void send_raw(const uint8_t* frame, size_t len) noexcept;
   void tick_neighbours() noexcept;      // RX owner: retries and new resolutions
@@ -206,6 +230,7 @@ class PortEngine final : public proto::Link {
     rx_busy_.store(false, std::memory_order_release);
   }
   static void kick_deferred(void* engine, uint64_t fd) noexcept;  // wait::WakeBatch::Fn
+  static void warn_link_down(void* engine, uint64_t) noexcept;    // wait::WakeBatch::Fn
   int bind_demux(uint16_t udp_port_be, proto::Receiver* r) noexcept;
   int bind_claimed(uint16_t udp_port_be, proto::Receiver* r, UniqueFd claim) noexcept;
 
@@ -265,6 +290,8 @@ class PortEngine final : public proto::Link {
   std::atomic<uint64_t> rx_timer_due_ns_{UINT64_MAX};  // receivers, after the backlog pass
   PortWake wake_;
   std::atomic<Parker*> owner_{nullptr};
+  std::unique_ptr<shm::Node> local_node_;  // the same-host path (attach_local)
+  uint64_t local_host_be_ = 0;
 };
 
 }  // namespace dpfab::progress

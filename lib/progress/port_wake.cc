@@ -54,8 +54,20 @@ void PortWake::attach_kick(KickChannel* k) noexcept {
   if (intr_fd_ < 0 && timer_.valid() && nfds_ < kMaxFds) fds_[nfds_++] = timer_.get();
 }
 
+void PortWake::attach_local(shm::Node* n) noexcept {
+  if (!n || local_ || nfds_ >= kMaxFds) return;
+  local_ = n;
+  fds_[nfds_++] = n->wake_fd();
+  // Sleepers run the protocol timers themselves where they sleep on these fds (the port covers
+  // its frames, or there is no port to poll).
+  const bool has_timer = std::find(fds_, fds_ + nfds_, timer_.get()) != fds_ + nfds_;
+  if (!has_timer && (intr_fd_ >= 0 || no_rx_) && timer_.valid() && nfds_ < kMaxFds)
+    fds_[nfds_++] = timer_.get();
+}
+
 void PortWake::arm() noexcept {
   stats_.arms.fetch_add(1, std::memory_order_relaxed);
+  if (local_) local_->arm();  // A1-A2 of the same-host path (shm/node.h)
   if (kick_ && kick_in_use()) {
     // A1 before A2: the peer clears our flag when it kicks, so a clear flag means its eventfd
     // may be readable. Drain it first, then set the flag: a kick after the drain stays readable.
@@ -122,6 +134,10 @@ void PortWake::arm_timer(uint64_t due_ns) noexcept {
 }
 
 void PortWake::rekick() noexcept {
+  if (local_) {  // every sleeper on the port's fds sleeps on the node's eventfd too
+    local_->rekick();
+    return;
+  }
   if (kick_ && kick_in_use()) {
     uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(kick_->wake_fd(), &one, sizeof(one));

@@ -27,6 +27,7 @@
 // data path never takes); statistics atomics read by telemetry.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -35,6 +36,7 @@
 #include "common/fd.h"
 #include "port/port.h"
 #include "progress/memif_kick.h"
+#include "shm/node.h"
 
 namespace dpfab::progress {
 
@@ -51,7 +53,7 @@ struct PortSleepStats {
 
 class PortWake {
  public:
-  static constexpr size_t kMaxFds = 3;
+  static constexpr size_t kMaxFds = 4;
 
   PortWake() = default;
   PortWake(const PortWake&) = delete;
@@ -62,6 +64,13 @@ class PortWake {
   /// The memif kick channel of the port (the wakeup thread owns it; it outlives every sleeper).
   /// Control path, before consumers arm; adds its eventfd to fds().
   void attach_kick(KickChannel* k) noexcept;
+  /// The engine's same-host node (shm/node.h): its eventfd joins fds(), arm() arms it. Control
+  /// path, before consumers arm.
+  void attach_local(shm::Node* n) noexcept;
+  /// A port that never receives (the placeholder of a process without a port): nothing to poll,
+  /// its sleepers rely on the same-host node and the timer fd. Control path, at init.
+  void set_no_rx() noexcept { no_rx_ = true; }
+  shm::Node* local() const noexcept { return local_; }
   /// Whether the peer's kicks reach us (the wakeup thread, when the peer's hello came or left).
   void set_kick_in_use(bool on) noexcept { kick_in_use_.store(on, std::memory_order_release); }
   bool kick_in_use() const noexcept { return kick_in_use_.load(std::memory_order_acquire); }
@@ -69,12 +78,13 @@ class PortWake {
   /// The fds a sleeper of this port waits on (see above); fixed after init and attach_kick.
   std::span<const int> fds() const noexcept { return {fds_, nfds_}; }
   /// Whether fds() wake a sleeper for every frame (see above).
-  bool covered() const noexcept { return intr_fd_ >= 0 || kick_in_use(); }
+  bool covered() const noexcept { return intr_fd_ >= 0 || kick_in_use() || no_rx_; }
   /// How sleepers of the port are woken, for telemetry and dpfab-info.
   const char* describe() const noexcept {
     if (intr_ == port::RxInterrupt::kFdOnly && intr_fd_ >= 0) return "on the port (queue fd)";
     if (intr_fd_ >= 0) return "on the port (rx interrupt)";
     if (kick_in_use()) return "on the port (memif kick)";
+    if (no_rx_) return "no port (same-host path only)";
     return "wakeup thread (polled while idle)";
   }
   /// The net_tap queue fd (readable while frames wait), else -1.
@@ -96,7 +106,11 @@ class PortWake {
   void rekick() noexcept;
   /// The CLOCK_MONOTONIC time of the peer's last kick, once (0: none since, or no kick in use).
   /// Any thread; the first sleeper to take it after a wake learns from it (spin.h).
-  int64_t take_kick_time() noexcept { return kick_ && kick_in_use() ? kick_->take_kick_time() : 0; }
+  int64_t take_kick_time() noexcept {
+    int64_t t = kick_ && kick_in_use() ? kick_->take_kick_time() : 0;
+    if (local_) t = std::max(t, local_->take_kick_time());
+    return t;
+  }
   /// Disables the rx interrupt (the wakeup thread, when it stops watching for a parked lcore).
   void disable_interrupt() noexcept;
   /// Enables it (the wakeup thread, for a parked lcore). @return whether it is enabled.
@@ -114,7 +128,9 @@ class PortWake {
   UniqueFd intr_ep_;  // kEnable: an epoll fd holding intr_fd_ edge-triggered (what sleepers see)
   UniqueFd timer_;
   KickChannel* kick_ = nullptr;
-  int fds_[kMaxFds] = {-1, -1, -1};
+  shm::Node* local_ = nullptr;
+  bool no_rx_ = false;
+  int fds_[kMaxFds] = {-1, -1, -1, -1};
   size_t nfds_ = 0;
   std::atomic<bool> kick_in_use_{false};
   std::mutex intr_mutex_;  // rte_eth_dev_rx_intr_enable/disable; never taken by a poll step

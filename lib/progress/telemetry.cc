@@ -61,6 +61,8 @@ int tel_stats(const char*, const char*, rte_tel_data* d) {
         add_u64(d, k + "arp", st.arp.load(std::memory_order_relaxed));
         add_u64(d, k + "arp_sent", st.arp_sent.load(std::memory_order_relaxed));
         add_u64(d, k + "rx_rejected", e.decode_stats().rejected());
+        // Of those, frames of dpfab wire version 1 (wire/format.h): a peer runs an older dpfab.
+        add_u64(d, k + "rx_old_version", e.decode_stats().get(wire::Verdict::kOldVersion));
         // Mbufs of the port's pool not free (held by the PMD, queued, or leaked), but the frames
         // the last poll step handled, which the next frees: tests compare it before and after an
         // event.
@@ -86,6 +88,7 @@ int tel_stats(const char*, const char*, rte_tel_data* d) {
         add_u64(d, k + "msg_connreq_repeats", ms.connreq_repeats.load(std::memory_order_relaxed));
         add_u64(d, k + "msg_connreq_full", ms.connreq_full.load(std::memory_order_relaxed));
         add_u64(d, k + "msg_no_listener", ms.no_listener.load(std::memory_order_relaxed));
+        add_u64(d, k + "msg_cm_busy", ms.cm_busy.load(std::memory_order_relaxed));
         // Sleeping on the port (port_wake.h): how its sleepers are woken, and what they did.
         const PortWake& w = e.wake();
         rte_tel_data_add_dict_string(d, (k + "sleep").c_str(), w.describe());
@@ -100,6 +103,32 @@ int tel_stats(const char*, const char*, rte_tel_data* d) {
                 static_cast<uint64_t>(ws.spin_budget_ns.load(std::memory_order_relaxed) / 1000));
         add_u64(d, k + "wake_cost_us",
                 static_cast<uint64_t>(ws.wake_cost_ns.load(std::memory_order_relaxed) / 1000));
+        // The same-host path (shm/node.h): what it carried next to the port's rx/tx_frames.
+        const shm::Node* n = e.local_node();
+        add_u64(d, k + "shm", n != nullptr);
+        if (!n) return;
+        const shm::NodeStats& ns = n->stats();
+        add_u64(d, k + "shm_node", n->id());
+        add_u64(d, k + "shm_links_up", n->links_up());
+        add_u64(d, k + "shm_links_made", ns.links_up.load(std::memory_order_relaxed));
+        add_u64(d, k + "shm_links_lost", ns.links_lost.load(std::memory_order_relaxed));
+        add_u64(d, k + "shm_links_failed", ns.links_failed.load(std::memory_order_relaxed));
+        add_u64(d, k + "shm_hellos_refused", ns.hellos_refused.load(std::memory_order_relaxed));
+        add_u64(d, k + "shm_corrupt", ns.corrupt.load(std::memory_order_relaxed));
+        add_u64(d, k + "shm_tx_records", n->tx_records());
+        add_u64(d, k + "shm_tx_bytes", n->tx_bytes());
+        add_u64(d, k + "shm_tx_full", ns.tx_full.load(std::memory_order_relaxed));
+        add_u64(d, k + "shm_rx_records", ns.rx_records.load(std::memory_order_relaxed));
+        add_u64(d, k + "shm_rx_bytes", ns.rx_bytes.load(std::memory_order_relaxed));
+        add_u64(d, k + "shm_rx_frames", st.local_frames.load(std::memory_order_relaxed));
+        add_u64(d, k + "shm_rx_rdm", st.local_rdm.load(std::memory_order_relaxed));
+        add_u64(d, k + "shm_rx_no_mbuf", st.local_no_mbuf.load(std::memory_order_relaxed));
+        add_u64(d, k + "shm_rx_no_listener", st.local_no_listener.load(std::memory_order_relaxed));
+        add_u64(d, k + "shm_rx_rejected", st.local_rejected.load(std::memory_order_relaxed));
+        add_u64(d, k + "shm_kicks_sent", ns.kicks_sent.load(std::memory_order_relaxed));
+        add_u64(d, k + "shm_cma_reads", ns.cma_reads.load(std::memory_order_relaxed));
+        add_u64(d, k + "shm_cma_bytes", ns.cma_bytes.load(std::memory_order_relaxed));
+        add_u64(d, k + "shm_cma_failed", ns.cma_failed.load(std::memory_order_relaxed));
       },
       d);
   for (const auto& l : s.lcores) {

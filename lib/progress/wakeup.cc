@@ -124,11 +124,20 @@ void start_watch(Thread& t, PortWatch& p, uint16_t id, int64_t now) noexcept {
   }
   p.interval_ns.store(kIdlePollMinNs, std::memory_order_relaxed);
   if (p.kick) arm_kick(t, p);
+  if (shm::Node* n = p.engine->local_node()) {
+    // The same-host path wakes us as it wakes a sleeper on the port's fds (shm/node.h A1-A2).
+    if (!p.local_added) p.local_added = add_kick_fd(t, p, n->wake_fd(), &p.local_ev);
+    n->arm();
+  }
   // After enabling: a frame that came before the interrupt was armed is found here.
   service(p, Cause::kIdlePoll, now);
 }
 
 void stop_watch(PortWatch& p, uint16_t id) noexcept {
+  if (p.local_added)  // the node stays armed: sleepers on the port's fds may rely on it
+    rte_epoll_ctl(thread().epfd.get(), EPOLL_CTL_DEL, p.engine->local_node()->wake_fd(),
+                  &p.local_ev);
+  p.local_added = false;
   if (p.kick) {
     // The kick flag stays set: a sleeper on the port's own fds may rely on it (the peer clears it
     // when it kicks). Only our watch of the wake fd ends.
@@ -214,7 +223,13 @@ void* run(void*) {
         t.timer_fires.fetch_add(1, std::memory_order_relaxed);
         armed = -1;  // a one-shot timer that fired is disarmed
       } else if (auto* p = static_cast<PortWatch*>(evs[i].epdata.data);
-                 p && p->kick && on_kick_fd(t, *p, evs[i].fd, now)) {
+                 p && p->local_added && evs[i].fd == p->engine->local_node()->wake_fd()) {
+        // A same-host peer kicked us (or a link came or went): poll, arm again, poll.
+        if (!p->active) continue;
+        service(*p, Cause::kRxInterrupt, now);
+        p->engine->local_node()->arm();
+        service(*p, Cause::kRxInterrupt, now);
+      } else if (p && p->kick && on_kick_fd(t, *p, evs[i].fd, now)) {
         continue;
       } else if (p && p->active) {
         // DPDK's callback has read the interrupt counter (eventfd PMDs); net_tap's queue fd is
@@ -347,6 +362,7 @@ Status start_wakeup(const std::vector<PortEngine*>& engines, const WakeupConfig&
     PortWatch& p = g_ports[in.port_id];
     p.engine = e;
     p.intr = in.rx_interrupt;
+    p.no_rx = in.placeholder;
     p.intr_failed = false;
     p.watchers.store(0, std::memory_order_relaxed);
     p.watching.store(false, std::memory_order_relaxed);

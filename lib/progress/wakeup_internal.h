@@ -64,6 +64,11 @@ struct PortWatch {
   int64_t last_timer_ns = 0;
   uint64_t last_timer_due = UINT64_MAX;
   bool logged_poll = false;
+  bool no_rx = false;  // the placeholder port (port::Info::placeholder): never polled
+  // The same-host node's eventfd (shm/node.h), watched with the port: its epoll event and
+  // whether it is in the set.
+  rte_epoll_event local_ev{};
+  bool local_added = false;
   // memif kick (memif_kick.h): the channel (never destroyed while the thread runs), its fds'
   // epoll events, and whether our wake fd is in the epoll set.
   KickChannel* kick = nullptr;
@@ -73,7 +78,7 @@ struct PortWatch {
   int64_t connect_backoff_ns = kKickRetryMinNs;
 
   bool polled() const noexcept {
-    return intr == port::RxInterrupt::kNone || intr_failed || fd_muted;
+    return !no_rx && (intr == port::RxInterrupt::kNone || intr_failed || fd_muted);
   }
   // The peer kicks us (it acknowledged our hello): idle polls are a safety net only.
   bool kicked() const noexcept { return kick && kick->peer_kicks_us(); }

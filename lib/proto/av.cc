@@ -122,6 +122,7 @@ AddressVector::AddressVector(const Options& opts, std::unique_ptr<SharedAvTable>
       resolve_timeout_ns_(std::max<int64_t>(opts.resolve_timeout_ms, 0) * 1'000'000),
       fid_(opts.fid),
       format_(opts.format),
+      link_(opts.link),
       shared_(std::move(shared)),
       reader_(shared_ && !shared_->writable() ? shared_.get() : nullptr),
       chunks_(std::make_unique<std::atomic<Chunk*>[]>(kMaxChunks)),
@@ -280,6 +281,9 @@ void AddressVector::publish_locked(fi_addr_t index, const wire::Address& addr) n
   ++valid_;
   rev_insert_locked(rev_key(addr.ipv4_be, addr.udp_port_be, addr.ep_id_be), index);
   if (shared_) shared_->publish(index, addr);
+  // A node of this host: its link is made now, in the background (no wait, no syscall here but
+  // the node's doorbell), so that it is up by the time the first message goes.
+  if (link_ && link_->is_local(addr)) (void)link_->local_route(addr);
 }
 
 void AddressVector::rev_insert_locked(uint64_t key, fi_addr_t index) noexcept {
@@ -598,10 +602,17 @@ int AddressVector::insert(const void* addr, size_t count, fi_addr_t* fi_addr, ui
   } catch (const std::bad_alloc&) {
     return -FI_ENOMEM;
   }
+  // Each address takes the size of its own form (wire/address.h): 32 bytes with a host part, 16
+  // for the short native form and a sockaddr_in. An element neither form reads takes the size of
+  // the array's first element (applications pass arrays of one size).
   const auto* bytes = static_cast<const uint8_t*>(addr);
+  size_t stride = wire::kShortAddressLen;
+  if (size_t used = 0; count && wire::read_address(bytes, sizeof(wire::Address), nullptr, &used))
+    stride = used;
   for (size_t i = 0; i < count; ++i) {
-    const uint8_t* p = bytes + i * sizeof(wire::Address);
-    auto a = wire::read_address(p, sizeof(wire::Address));
+    size_t used = stride;
+    auto a = wire::read_address(bytes, sizeof(wire::Address), nullptr, &used);
+    bytes += used;
     if (!a) {
       cands[i].err = FI_EINVAL;
       continue;

@@ -75,6 +75,7 @@
 
 #include "event/eq.h"
 #include "proto/av_shared.h"
+#include "proto/endpoint.h"
 #include "wire/address.h"
 
 namespace dpfab::proto {
@@ -152,6 +153,9 @@ class AddressVector {
     fid_t fid = nullptr;  ///< reported as the fid of EQ events (the fid_av)
     /// The domain's addr_format: the form fi_av_lookup writes. Insertions accept both forms.
     wire::AddrFormat format = wire::AddrFormat::kNative;
+    /// The domain's link: an inserted address of a node of this host starts its same-host link
+    /// at once (Link::local_route), so that it is up by the first message. May be null.
+    const Link* link = nullptr;
     /// Opened with FI_AV_USER_ID (API 1.20): user IDs come from set_user_id(); insert() refuses
     /// the FI_AV_USER_ID flag.
     bool user_ids = false;
@@ -423,6 +427,7 @@ class AddressVector {
   const int64_t resolve_timeout_ns_;
   const fid_t fid_;
   const wire::AddrFormat format_;
+  const Link* const link_;
   const std::unique_ptr<SharedAvTable> shared_;
   const SharedAvTable* const reader_;  // shared_ when it is read-only, else nullptr
 

@@ -16,7 +16,7 @@ namespace dpfab::proto {
 
 namespace {
 constexpr uint64_t kMagic = 0x7661'6266'7064'0001ull;  // "dpfbav" and a layout number
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: 32-byte addresses (wire/address.h version 3)
 constexpr uint32_t kValid = 1;
 constexpr uint32_t kRemoved = 2;
 

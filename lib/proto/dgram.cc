@@ -75,6 +75,7 @@ wire::Address DgramEndpoint::address() const noexcept {
   a.ipv4_be = link_->ipv4_be();
   a.udp_port_be = udp_port_be_;
   a.ep_id_be = ep_id_be_;
+  link_->set_host_part(a);
   return a;
 }
 
@@ -182,11 +183,21 @@ ssize_t DgramEndpoint::send(const iovec* iov, size_t count, const Destination& d
     rte_pktmbuf_free(m);
     return r == -EMSGSIZE ? -FI_EMSGSIZE : -FI_EINVAL;
   }
-  if (link_->transmit(&m, 1) != 1) {
+  wire::Address to;
+  to.ipv4_be = dst.ipv4_be;
+  to.udp_port_be = dst.udp_port_be;
+  to.ep_id_be = dst.ep_id_be;
+  to.host_be = dst.host_be;
+  to.node_be = dst.node_be;
+  to.nonce_be = dst.nonce_be;
+  const int sent = transmit_frame(link_, to, m);
+  if (sent == 0) {
     rte_pktmbuf_free(m);
     return -FI_EAGAIN;
   }
   stats_.tx_frames.fetch_add(1, std::memory_order_relaxed);
+  if (link_->is_local(to))
+    (sent > 0 ? stats_.tx_local : stats_.tx_local_gone).fetch_add(1, std::memory_order_relaxed);
   // The payload was copied into the frame: the operation is complete.
   if (complete) complete_tx(context, has_data ? FI_REMOTE_CQ_DATA : 0);
   if (tx_cntr_) tx_cntr_->add(1);

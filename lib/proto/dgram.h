@@ -34,6 +34,7 @@
 #include "event/cq.h"
 #include "proto/endpoint.h"
 #include "wire/address.h"
+#include "wire/format.h"
 
 struct rte_ring;
 
@@ -47,6 +48,11 @@ struct Destination {
   uint32_t ipv4_be = 0;
   uint16_t udp_port_be = 0;
   uint16_t ep_id_be = 0;
+  /// The destination's host part (wire::Address): a peer of this host is reached through the
+  /// same-host path.
+  uint64_t host_be = 0;
+  uint32_t node_be = 0;
+  uint32_t nonce_be = 0;
 };
 
 /// How the endpoint maps a received frame's source to an fi_addr (FI_SOURCE); the address
@@ -68,14 +74,17 @@ struct DgramStats {
   std::atomic<uint64_t> rx_cq_full{0};    ///< no CQ room and the backlog full: dropped
   std::atomic<uint64_t> rx_truncated{0};  ///< FI_ETRUNC completions
   std::atomic<uint64_t> rx_not_dgram{0};  ///< frames of another type (RDM) sent to us: dropped
+  /// Datagrams sent through the same-host path (the port carried the rest of tx_frames), and
+  /// datagrams to a same-host peer whose process was gone (dropped).
+  std::atomic<uint64_t> tx_local{0}, tx_local_gone{0};
 };
 
 class DgramEndpoint final : public Receiver {
  public:
   struct Config {
-    size_t rx_size = 512;   ///< posted receives (rx_attr->size)
-    size_t max_msg = 1426;  ///< largest payload (MTU - headers)
-    size_t inject_size = 1426;
+    size_t rx_size = 512;                      ///< posted receives (rx_attr->size)
+    size_t max_msg = wire::max_payload(1500);  ///< largest payload (MTU - headers)
+    size_t inject_size = wire::max_payload(1500);
     bool source = false;     ///< FI_SOURCE: completions carry the sender's fi_addr
     bool rm_enabled = true;  ///< FI_RM_ENABLED: refuse work whose completion would not fit
   };

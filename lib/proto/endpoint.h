@@ -7,8 +7,14 @@
 //     side for control-path calls, and the share of the mempool that receivers may keep held
 //     back.
 //   - Receiver: an endpoint as the poll step sees it: a frame addressed to its UDP port.
+//   - The same-host path (shm/node.h): a link may have a node through which endpoints reach the
+//     peers of this host instead of the port (local()); the poll step delivers what comes through
+//     it to the same receivers, as frames (kFrame records) or as RDM packets (kRdm records,
+//     deliver() with a Frame whose src_node_be is set and no mbuf), and tells them when a peer
+//     node is gone (link_lost).
 #pragma once
 
+#include <endian.h>
 #include <rte_ether.h>
 
 #include <atomic>
@@ -16,6 +22,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "shm/node.h"
+#include "wire/address.h"
 #include "wire/decoder.h"
 #include "wire/encoder.h"
 
@@ -77,17 +85,73 @@ class Link {
   /// begin_poll_step) always reads 0, and a receiver then takes no time from an earlier step.
   uint64_t poll_step_count() const noexcept { return poll_steps_; }
 
+  /// The same-host path, or null when it is off (shm/node.h). Fixed before endpoints are bound.
+  shm::Node* local() const noexcept { return local_; }
+  /// Whether `a` names a node of this host (the same-host path carries what goes to it).
+  bool is_local(const wire::Address& a) const noexcept {
+    return local_ && a.has_node() && a.host_be == local_host_be_;
+  }
+  /// The link to the node `a` names when `a` is an address of this host that the same-host path
+  /// reaches (or is about to: kConnecting), else null (the port carries it). Starts a link to a
+  /// node not tried yet (shm::Node::request: no syscall). Any thread.
+  shm::Conn* local_route(const wire::Address& a) const noexcept {
+    if (!local_ || !a.has_node() || a.host_be != local_host_be_) return nullptr;
+    const uint32_t node = ntohl_(a.node_be), nonce = ntohl_(a.nonce_be);
+    shm::Conn* c = local_->find(node);
+    if (!c || c->nonce() != nonce) {
+      local_->request(node, nonce);
+      return nullptr;
+    }
+    return c->state() == shm::LinkState::kRefused ? nullptr : c;
+  }
+  /// Whether `a` names a node of this host whose link is not there yet or is being made: a
+  /// sender waits for it rather than use the port (the peer may have none).
+  bool local_pending(const wire::Address& a) const noexcept {
+    if (!local_ || !a.has_node() || a.host_be != local_host_be_) return false;
+    shm::Conn* c = local_->find(ntohl_(a.node_be));
+    return !c || c->nonce() != ntohl_(a.nonce_be) || c->state() == shm::LinkState::kConnecting;
+  }
+  /// Fills the host part of one of our own addresses (nothing when the path is off).
+  void set_host_part(wire::Address& a) const noexcept {
+    if (!local_) return;
+    a.host_be = local_host_be_;
+    a.node_be = local_node_be_;
+    a.nonce_be = local_nonce_be_;
+  }
+
  protected:
   /// The implementation sets the bound once, before any receiver is bound (default: none).
   void set_held_limit(size_t n) noexcept { held_limit_ = n; }
   /// Called by the RX owner at the start of every poll step, before the backlog pass.
   void begin_poll_step() noexcept { ++poll_steps_; }
+  /// Sets the same-host path (before any endpoint is bound).
+  void set_local(shm::Node* n) noexcept {
+    local_ = n;
+    if (!n) return;
+    local_host_be_ = htobe64_(n->host());
+    local_node_be_ = htonl_(n->id());
+    local_nonce_be_ = htonl_(n->nonce());
+  }
 
  private:
   std::atomic<size_t> held_mbufs_{0};
   size_t held_limit_ = SIZE_MAX;
   uint64_t poll_steps_ = 0;
+  shm::Node* local_ = nullptr;
+  uint64_t local_host_be_ = 0;
+  uint32_t local_node_be_ = 0, local_nonce_be_ = 0;
+  static uint32_t ntohl_(uint32_t v) noexcept { return be32toh(v); }
+  static uint32_t htonl_(uint32_t v) noexcept { return htobe32(v); }
+  static uint64_t htobe64_(uint64_t v) noexcept { return htobe64(v); }
 };
+
+/// Sends the frame `m` (built by encode_mbuf, one segment) to `to`: through the same-host path when
+/// `to` names a node of this host that it reaches (the frame as a kFrame record, the mbuf freed),
+/// else through the port. Any thread.
+/// @return 1: sent (`m` consumed); 0: not now, `m` is still the caller's (the same-host link is
+///         being made, its ring is full, or the port's queue is); -1: the peer's node is gone,
+///         the frame was dropped (`m` consumed), as on a link nobody listens to.
+int transmit_frame(Link* link, const wire::Address& to, rte_mbuf* m) noexcept;
 
 class Receiver {
  public:
@@ -106,6 +170,14 @@ class Receiver {
   /// (UINT64_MAX: none). Read by the RX owner after each backlog pass, which gives the minimum to
   /// sleepers' timer fd (PortEngine::timer_due_ns). Any thread.
   virtual uint64_t timer_due_ns() const noexcept { return UINT64_MAX; }
+  /// The same-host link to node (`node_be`, `nonce_be`) ended: that peer process is gone, and
+  /// everything it sent before has been delivered. Operations involving its endpoints fail now.
+  /// RX owner only.
+  virtual void link_lost(uint32_t /*node_be*/, uint32_t /*nonce_be*/) noexcept {}
 };
+
+/// The source address of a decoded frame (MAC, IPv4, UDP port, endpoint id, and the same-host
+/// part when it came through the same-host path: answers go back the same way).
+wire::Address frame_source(const wire::Frame& f) noexcept;
 
 }  // namespace dpfab::proto

@@ -219,6 +219,14 @@ void CmConnection::fail(int err, std::span<const uint8_t> data) noexcept {
   sink_->failed(err, data);
 }
 
+void CmConnection::lost() noexcept {
+  if (state_ == CmState::kConnected) {
+    end(FI_EHOSTUNREACH);
+  } else if (state_ == CmState::kAccepting) {
+    fail(FI_EHOSTUNREACH, {});
+  }
+}
+
 void CmConnection::poll(uint64_t now) noexcept {
   if (pending_active_ && now >= resend_at_) {
     if (now - started_ >= bound()) {

@@ -135,6 +135,11 @@ class CmConnection {
     if (state_ == CmState::kConnected && when > last_heard_) last_heard_ = when;
   }
 
+  /// The peer is known to be gone (a same-host peer whose process ended: its host says so, no
+  /// silence needs waiting out). Connected: the connection ends now as after the peer's silence
+  /// (disconnected(FI_EHOSTUNREACH)); accepting: the accept fails with FI_EHOSTUNREACH. Nothing
+  /// is sent. No-op in any other state.
+  void lost() noexcept;
   /// Timers: resends, timeouts, keepalives, the peer's silence. Call by next_deadline().
   void poll(uint64_t now) noexcept;
   /// The earliest time poll() has work, or UINT64_MAX.

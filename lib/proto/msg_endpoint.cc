@@ -58,9 +58,12 @@ bool send_cm_frame(Link* link, uint16_t src_port_be, uint16_t src_ep_be, const w
   const wire::Header outer = wire::cm_outer_header(
       rte_be_to_cpu_16(src_ep_be), rte_be_to_cpu_16(to.ep_id_be), static_cast<uint32_t>(len));
   if (wire::encode_mbuf(m, route, outer, ip_id.fetch_add(1, std::memory_order_relaxed),
-                        link->tx_caps()) != 0 ||
-      link->transmit(&m, 1) != 1) {
+                        link->tx_caps()) != 0) {
     rte_pktmbuf_free(m);
+    return false;
+  }
+  if (const int r = transmit_frame(link, to, m); r <= 0) {
+    if (r == 0) rte_pktmbuf_free(m);
     return false;
   }
   if (stats) stats->cm_tx.fetch_add(1, std::memory_order_relaxed);
@@ -107,6 +110,9 @@ wire::Address frame_source(const wire::Frame& f) noexcept {
   a.ipv4_be = f.src_ip_be;
   a.udp_port_be = f.src_port_be;
   a.ep_id_be = rte_cpu_to_be_16(f.header.src_ep);
+  a.host_be = f.src_host_be;  // came through the same-host path: answers go back the same way
+  a.node_be = f.src_node_be;
+  a.nonce_be = f.src_nonce_be;
   return a;
 }
 
@@ -161,26 +167,52 @@ void MsgEndpoint::sync() noexcept {
   state_.store(cm_.state(), std::memory_order_release);
   uint64_t due = cm_.next_deadline();
   if (cm_.routing()) due = std::min(due, now_ns() + kResolvePollNs);
-  cm_due_.store(due, std::memory_order_relaxed);
+  cm_due_.store(due, std::memory_order_seq_cst);
+  // Pairs with link_lost and establish_later (flag, then deadline, both seq_cst): either their
+  // store of 0 comes after ours, or this load sees the flag. Work left for the CM timers by the
+  // RX owner is never put off to a later deadline.
+  if (peer_lost_.load(std::memory_order_seq_cst) ||
+      data_while_accepting_.load(std::memory_order_seq_cst))
+    cm_due_.store(0, std::memory_order_relaxed);
+}
+
+void MsgEndpoint::establish_later() noexcept {
+  data_while_accepting_.store(true, std::memory_order_seq_cst);
+  cm_due_.store(0, std::memory_order_seq_cst);
 }
 
 // ---- connection management ---------------------------------------------------------------------
 
 int MsgEndpoint::connect(const wire::Address& to, std::span<const uint8_t> data) noexcept {
   if (data.size() > wire::kCmMaxData) return -FI_EINVAL;
-  std::lock_guard lock(cm_mu_);
-  if (local_id_ == 0) return -FI_EOPBADSTATE;  // not enabled
-  const CmState st = cm_.state();
-  if (st == CmState::kConnecting || st == CmState::kConnected) return -FI_EISCONN;
-  if (st != CmState::kIdle) return -FI_EOPBADSTATE;
-  target_ = to;
-  static constexpr uint8_t kNoMac[6] = {};
-  const bool routed = std::memcmp(to.mac, kNoMac, 6) != 0;
-  const uint64_t now = now_ns();
-  const int r = cm_.connect(local_id_, data, now, routed);
-  if (r == 0 && !routed) try_resolved(now);
-  sync();
+  HeldCm f;
+  int r;
+  {
+    std::lock_guard lock(cm_mu_);
+    if (local_id_ == 0) return -FI_EOPBADSTATE;  // not enabled
+    const CmState st = cm_.state();
+    if (st == CmState::kConnecting || st == CmState::kConnected) return -FI_EISCONN;
+    if (st != CmState::kIdle) return -FI_EOPBADSTATE;
+    target_ = to;
+    static constexpr uint8_t kNoMac[6] = {};
+    const bool routed = std::memcmp(to.mac, kNoMac, 6) != 0;
+    const uint64_t now = now_ns();
+    held_cm_.holding = true;
+    r = cm_.connect(local_id_, data, now, routed);
+    if (r == 0 && !routed) try_resolved(now);
+    held_cm_.holding = false;
+    f = held_cm_;
+    held_cm_.held = false;
+    sync();
+  }
+  send_held(f);
   return r;
+}
+
+void MsgEndpoint::send_held(const HeldCm& f) noexcept {
+  // Not taken by the port or the ring: the state machine repeats kConnReq and kAccept (rto).
+  if (f.held)
+    (void)send_cm_frame(link_, udp_port_be_, ep_id_be_, f.to, f.h, {f.data, f.len}, stats_);
 }
 
 void MsgEndpoint::try_resolved(uint64_t now) noexcept {
@@ -195,6 +227,14 @@ void MsgEndpoint::try_resolved(uint64_t now) noexcept {
 
 int MsgEndpoint::accept(const Request& req, std::span<const uint8_t> data) noexcept {
   if (data.size() > wire::kCmMaxData) return -FI_EINVAL;
+  HeldCm f;
+  const int r = accept_locked(req, data, &f);
+  send_held(f);
+  return r;
+}
+
+int MsgEndpoint::accept_locked(const Request& req, std::span<const uint8_t> data,
+                               HeldCm* f) noexcept {
   std::lock_guard lock(cm_mu_);
   if (local_id_ == 0) return -FI_EOPBADSTATE;
   const CmState st = cm_.state();
@@ -204,7 +244,15 @@ int MsgEndpoint::accept(const Request& req, std::span<const uint8_t> data) noexc
   peer_ = req.from;
   peer_id_ = req.peer_id;
   rdm_->bind_peer(req.from);
+  // Published (release) before the kAccept goes: its answer may reach the RX owner before sync()
+  // (the same-host path delivers in microseconds), and deliver() judges it by state_, peer_ and
+  // peer_id_. A refused accept puts the real state back (sync).
+  state_.store(CmState::kAccepting, std::memory_order_release);
+  held_cm_.holding = true;
   const int r = cm_.accept(local_id_, req.peer_id, data, now_ns());
+  held_cm_.holding = false;
+  *f = held_cm_;
+  held_cm_.held = false;
   sync();
   return r;
 }
@@ -314,9 +362,14 @@ bool MsgEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
     // so that a stream of frames does not write the line every time.
     if (!heard_.load(std::memory_order_relaxed)) heard_.store(true, std::memory_order_relaxed);
     if (st == CmState::kAccepting) {  // the connector's data: it had our accept
-      std::lock_guard lock(cm_mu_);
-      cm_.on_data(now_ns());
-      sync();
+      // The RX owner never waits for an application thread's CM call: the timers do it then.
+      std::unique_lock lock(cm_mu_, std::try_to_lock);
+      if (lock.owns_lock()) {
+        cm_.on_data(now_ns());
+        sync();
+      } else {
+        establish_later();
+      }
     }
     return rdm_->deliver(f, m);
   }
@@ -330,7 +383,21 @@ bool MsgEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
     return false;
   }
   bump(stats_->cm_rx);
-  std::lock_guard lock(cm_mu_);
+  // The RX owner never waits for an application thread's CM call (the peer repeats CM frames
+  // until they are answered, as it does after a loss).
+  std::unique_lock lock(cm_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    bump(stats_->cm_busy);
+    // The connector sends kEstablished once, and again only for a repeated kAccept, which it
+    // hears only while its application progresses the port. Dropped here (fi_accept still held
+    // the lock while the same-host path, or a fast port, brought the answer to its kAccept), it
+    // would leave the accept to time out: taken as the connector's first data is.
+    if (h.kind == wire::CmKind::kEstablished &&
+        state_.load(std::memory_order_acquire) == CmState::kAccepting && h.src_id == peer_id_ &&
+        h.dst_id == local_id_ && same_endpoint(frame_source(f), peer_))
+      establish_later();
+    return false;
+  }
   on_cm_frame(h, data, frame_source(f), now_ns());
   return false;
 }
@@ -348,6 +415,19 @@ void MsgEndpoint::on_cm_frame(const wire::CmHeader& h, std::span<const uint8_t> 
   sync();
 }
 
+void MsgEndpoint::link_lost(uint32_t node_be, uint32_t nonce_be) noexcept {
+  rdm_->link_lost(node_be, nonce_be);
+  // peer_ is published before state_ turns to accepting or connected (acquire here).
+  const CmState st = state_.load(std::memory_order_acquire);
+  if ((st != CmState::kAccepting && st != CmState::kConnected) || peer_.host_be == 0 ||
+      peer_.node_be != node_be || peer_.nonce_be != nonce_be)
+    return;
+  // The CM timers are due now (drain_backlog). seq_cst: pairs with sync()'s deadline store and
+  // flag load, so that a concurrent sync() cannot put a later deadline back over this one.
+  peer_lost_.store(true, std::memory_order_seq_cst);
+  cm_due_.store(0, std::memory_order_seq_cst);
+}
+
 size_t MsgEndpoint::drain_backlog() noexcept {
   const uint64_t due = cm_due_.load(std::memory_order_relaxed);
   // Usually far off (the next keepalive): the coarse clock says so for less than the precise one.
@@ -356,7 +436,9 @@ size_t MsgEndpoint::drain_backlog() noexcept {
     // An application thread in a CM call does the work soon enough; do not wait for it.
     std::unique_lock lock(cm_mu_, std::try_to_lock);
     if (now >= due && lock.owns_lock()) {
+      if (data_while_accepting_.exchange(false, std::memory_order_relaxed)) cm_.on_data(now);
       if (heard_.exchange(false, std::memory_order_relaxed)) cm_.heard(now);
+      if (peer_lost_.exchange(false, std::memory_order_relaxed)) cm_.lost();
       try_resolved(now);
       cm_.poll(now);
       sync();
@@ -370,6 +452,14 @@ size_t MsgEndpoint::drain_backlog() noexcept {
 
 bool MsgEndpoint::send_cm(const wire::CmHeader& h, std::span<const uint8_t> data) noexcept {
   const wire::Address& to = peer_id_ != 0 ? peer_ : target_;
+  if (held_cm_.holding && !held_cm_.held && data.size() <= sizeof(held_cm_.data)) {
+    held_cm_.held = true;  // sent by the application call once it released cm_mu_ (send_held)
+    held_cm_.h = h;
+    held_cm_.to = to;
+    if (!data.empty()) std::memcpy(held_cm_.data, data.data(), data.size());
+    held_cm_.len = static_cast<uint16_t>(data.size());
+    return true;
+  }
   return send_cm_frame(link_, udp_port_be_, ep_id_be_, to, h, data, stats_);
 }
 

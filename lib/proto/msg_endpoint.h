@@ -58,6 +58,9 @@ struct MsgPortStats {
   std::atomic<uint64_t> connreq_repeats{0};  ///< repeated requests dropped (or re-rejected)
   std::atomic<uint64_t> connreq_full{0};     ///< requests dropped: the listen table was full
   std::atomic<uint64_t> no_listener{0};      ///< CM frames to an unbound UDP port the port answered
+  /// CM frames a poll step dropped because an application thread held the endpoint's
+  /// connection state at that moment (the poll step never waits for it; the peer repeats them).
+  std::atomic<uint64_t> cm_busy{0};
 };
 
 /// Sends one CM frame (CM header + data) from `link`'s address and `src` (UDP port and endpoint
@@ -73,9 +76,6 @@ bool send_cm_frame(Link* link, uint16_t src_port_be, uint16_t src_ep_be, const w
 /// a keepalive with a kShutdown (the endpoint is gone). Stateless; nothing else is answered. From
 /// the address the frame went to. RX owner.
 void answer_absent_cm(Link* link, const wire::Frame& f, MsgPortStats* stats) noexcept;
-
-/// The source address of a decoded frame (MAC, IPv4, UDP port, endpoint id).
-wire::Address frame_source(const wire::Frame& f) noexcept;
 
 /// Whether two addresses name the same endpoint (IPv4, UDP port, endpoint id; not the MAC).
 inline bool same_endpoint(const wire::Address& a, const wire::Address& b) noexcept {
@@ -146,6 +146,10 @@ class MsgEndpoint final : public Receiver, private msg::CmSink {
 
   // ---- receive side (the port's RX owner) ----
   bool deliver(const wire::Frame& f, rte_mbuf* m) noexcept override;
+  /// A same-host node is gone: the RDM side fails the peer's operations at once, and when it
+  /// was our peer the connection ends too (CmConnection::lost, by the CM timers' next run: the
+  /// RX owner never waits for cm_mu_).
+  void link_lost(uint32_t node_be, uint32_t nonce_be) noexcept override;
   bool has_backlog() const noexcept override {
     return cm_due_.load(std::memory_order_relaxed) != UINT64_MAX || rdm_->has_backlog();
   }
@@ -162,6 +166,25 @@ class MsgEndpoint final : public Receiver, private msg::CmSink {
   static uint64_t now_ns() noexcept;
   // Under cm_mu_: the state mirror and the CM deadline, after every state machine call.
   void sync() noexcept;
+  // An application call's CM frame (connect's kConnReq, accept's kAccept), held while cm_mu_ is
+  // and sent once it is released: the answer, which the same-host path brings back in
+  // microseconds, then does not find the lock taken (the RX owner would drop or put it off, after
+  // events that came later). Under cm_mu_ but for the sending.
+  struct HeldCm {
+    bool holding = false;  // the state machine's sends are held (send_cm)
+    bool held = false;
+    wire::CmHeader h;
+    wire::Address to;
+    uint8_t data[wire::kCmMaxData];
+    uint16_t len = 0;
+  };
+  HeldCm held_cm_;
+  // Sends a held frame, if any (the caller has released cm_mu_; `f` is its copy of held_cm_).
+  void send_held(const HeldCm& f) noexcept;
+  int accept_locked(const Request& req, std::span<const uint8_t> data, HeldCm* f) noexcept;
+  // RX owner, cm_mu_ held by an application thread: the connector's data or kEstablished came
+  // while accepting; the CM timers (drain_backlog, due now) make the connection established.
+  void establish_later() noexcept;
   // Under cm_mu_: the connect waiting for the MAC of its address (resolving_): starts it once
   // resolved, fails it once resolution failed.
   void try_resolved(uint64_t now) noexcept;
@@ -207,6 +230,12 @@ class MsgEndpoint final : public Receiver, private msg::CmSink {
   // take it as heard at their time, at most a keepalive interval late). A flag, not a time: the
   // data path reads no clock for it.
   std::atomic<bool> heard_{false};
+  // The connector's first data frame, or its kEstablished, came while accepting and an
+  // application thread held cm_mu_ (a poll step never waits for it): the CM timers
+  // (drain_backlog) make the connection established at once (CmConnection::on_data).
+  std::atomic<bool> data_while_accepting_{false};
+  // The peer's same-host node is gone (link_lost): the CM timers end the connection at once.
+  std::atomic<bool> peer_lost_{false};
 };
 
 }  // namespace dpfab::proto

@@ -85,6 +85,12 @@ uint64_t PortShare::timer_due_ns() const noexcept {
   return due;
 }
 
+void PortShare::link_lost(uint32_t node_be, uint32_t nonce_be) noexcept {
+  const uint16_t used = used_.load(std::memory_order_acquire);
+  for (uint16_t id = 0; id < used; ++id)
+    if (Receiver* r = slots_[id].load(std::memory_order_acquire)) r->link_lost(node_be, nonce_be);
+}
+
 // ---- PassiveEndpoint
 // -----------------------------------------------------------------------------
 
@@ -139,7 +145,13 @@ bool PassiveEndpoint::deliver(const wire::Frame& f, rte_mbuf*) noexcept {
   }
   const wire::Address from = frame_source(f);
   const msg::ListenTable::Key key = key_of(from, h.src_id);
-  std::lock_guard lock(mu_);
+  // The RX owner never waits for an application thread's fi_accept/fi_reject: the connector
+  // repeats its request.
+  std::unique_lock lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    stats_->cm_busy.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
   if (share_ && share_->accepted(key)) {  // its accepting endpoint repeats its accept itself
     stats_->connreq_repeats.fetch_add(1, std::memory_order_relaxed);
     return false;

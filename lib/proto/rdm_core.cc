@@ -9,6 +9,7 @@
 #include <rdma/fi_tagged.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <new>
 #include <random>
@@ -40,17 +41,26 @@ RdmCore::RdmCore(const CoreConfig& cfg, CoreSink* sink)
       unexp_(cfg.unexpected),
       unexp_free_(cfg.unexpected),
       unexp_mem_(new uint8_t[size_t{cfg.unexpected_slots} * cfg.eager_max]),
-      unexp_slot_free_(cfg.unexpected_slots) {
+      unexp_slot_free_(cfg.unexpected_slots),
+      responders_(cfg.mrs ? cfg.responders : 0),
+      responder_free_(cfg.mrs ? cfg.responders : 0),
+      stage_mem_(cfg.mrs ? new uint8_t[size_t{cfg.stage_slots} * cfg.seg_size] : nullptr),
+      stage_free_(cfg.mrs ? cfg.stage_slots : 0),
+      stage_owner_(cfg.mrs ? cfg.stage_slots : 0, FI_ADDR_NOTAVAIL) {
   // A peer the core knows but has not sent to or heard from costs this, its RdmPeer included, and
   // a pointer in peers_ and active_ (240 bytes in all, measured: unit-proto-memory). The endpoint
   // adds a peer on its first traffic, so an address only in the AV costs the core nothing.
   static_assert(sizeof(PeerState) <= 256, "cold per-peer state must stay small");
+  // An atomic's operands are copied into its inject slot and go in one packet.
+  cfg_.atomic_max = std::min(
+      {cfg.atomic_max, cfg.inject_size, cfg.seg_size - static_cast<uint32_t>(wire::kRdmRmaLen)});
   shared_.host = this;
   shared_.cfg = cfg.rel;
   shared_.slots = &slots_;
   shared_.epoch = cfg.epoch;
   while (shared_.epoch == 0) shared_.epoch = std::random_device{}();
   cts_.reserve(size_t{cfg.rx_ops} + cfg.unexpected);
+  resp_q_.reserve(cfg.resp_queue);
 }
 
 RdmCore::~RdmCore() = default;
@@ -61,7 +71,8 @@ Result<std::unique_ptr<RdmCore>> RdmCore::create(const CoreConfig& cfg, CoreSink
       cfg.max_msg_size > wire::kRdmMaxLength || cfg.eager_max > cfg.max_msg_size ||
       cfg.eager_max > (uint64_t{1} << 24) || cfg.tx_ops == 0 || cfg.tx_ops > 65536 ||
       cfg.rx_ops == 0 || cfg.unexpected == 0 || cfg.unexpected_slots > cfg.unexpected ||
-      cfg.min_multi_recv == 0)
+      cfg.min_multi_recv == 0 || cfg.seg_size <= wire::kRdmRmaLen ||
+      (cfg.mrs && (cfg.stage_slots == 0 || cfg.responders == 0 || cfg.resp_queue == 0)))
     return Error{-FI_EINVAL, "rdm: bad configuration"};
   try {
     return std::unique_ptr<RdmCore>(new RdmCore(cfg, sink));
@@ -116,32 +127,65 @@ ssize_t RdmCore::send(const SendOp& op, uint64_t now) noexcept {
   PeerState* p = state(op.dest);
   if (p == nullptr) return -FI_EINVAL;
   if (op.len > cfg_.max_msg_size || (op.inject && op.len > cfg_.inject_size)) return -FI_EMSGSIZE;
+  if (op.iov_count > kMaxIov || op.result_count > kMaxIov) return -FI_EINVAL;
+  if (op.kind == OpKind::kAtomic) {
+    if (const int r = check_atomic(op); r != 0) return r;
+  }
   if (p->rel.unreachable()) return -FI_EHOSTUNREACH;
+  if (op.kind != OpKind::kMsg && !rma_of(*p)) return -FI_ENOMEM;  // its answers are counted there
   const uint32_t i = tx_free_.get();
   if (i == kNone) return -FI_EAGAIN;
   TxOp& t = tx_[i];
   t.op = op;
-  if (op.inject) {
-    uint8_t* copy = inject_mem_.get() + size_t{i} * cfg_.inject_size;
-    if (op.len) std::memcpy(copy, op.buf, op.len);
+  uint8_t* copy = inject_mem_.get() + size_t{i} * cfg_.inject_size;
+  if (op.kind == OpKind::kAtomic) {
+    // The operands (then the compare values) travel in one packet, from a copy: the atomic
+    // carries them whatever becomes of the application's buffers. ATOMIC_READ has none (the
+    // application may pass no buffer): its zeros only give the element count.
+    if (op.atomic_op == FI_ATOMIC_READ)
+      std::memset(copy, 0, op.len);
+    else
+      gather(op.buf, op.iov, op.iov_count, 0, copy, op.len);
+    if (op.compare_op) std::memcpy(copy + op.len, op.compare, op.len);
     t.op.buf = copy;
+    t.op.iov_count = 0;
+  } else if (op.inject) {
+    gather(op.buf, op.iov, op.iov_count, 0, copy, op.len);
+    t.op.buf = copy;
+    t.op.iov_count = 0;
   }
   ++t.gen;
   t.msg_id = (uint32_t{t.gen} << 16) | i;
   t.in_use = true;
-  t.rendezvous = op.len > cfg_.eager_max;
-  t.issued_all = t.rts_sent = t.granted_known = false;
+  t.rendezvous = op.kind == OpKind::kMsg && op.len > cfg_.eager_max;
+  t.issued_all = t.rts_sent = t.granted_known = t.issued = false;
   t.next_off = t.granted = 0;
   t.unacked = 0;
-  ++(t.rendezvous ? stats_.sent_rendezvous : stats_.sent_eager);
+  t.resp_done = t.awaiting = false;
+  t.resp_err = 0;
+  t.received = 0;
+  switch (op.kind) {
+    case OpKind::kMsg:
+      ++(t.rendezvous ? stats_.sent_rendezvous : stats_.sent_eager);
+      break;
+    case OpKind::kWrite:
+      ++stats_.writes;
+      break;
+    case OpKind::kRead:
+      ++stats_.reads;
+      break;
+    case OpKind::kAtomic:
+      ++stats_.atomics;
+      break;
+  }
   if (op.inject && op.complete_now) {
     // FI_INJECT_COMPLETE: the copy is the data now. The op stays until acknowledged, silently.
     t.op.completion = false;
     t.counted = true;
-    if (reported(op.completion, true, true)) {
+    if (reported(op.completion, kind_counted(op), true)) {
       Completion c;
       c.context = op.context;
-      c.flags = FI_SEND | (op.tagged ? FI_TAGGED : FI_MSG);
+      c.flags = completion_flags(op);
       c.len = op.len;
       c.cq = op.completion;
       sink_->complete(c);
@@ -149,11 +193,19 @@ ssize_t RdmCore::send(const SendOp& op, uint64_t now) noexcept {
   } else {
     t.counted = false;
   }
+  // Reads and atomics always wait for the target's answer (their data, their status); a write
+  // asks for one when its completion reports something (an error included).
+  t.resp_wanted = op.kind == OpKind::kRead || op.kind == OpKind::kAtomic ||
+                  (op.kind == OpKind::kWrite && !t.counted &&
+                   reported(t.op.completion || !op.inject, kind_counted(op), true));
   // Fast path: a one-packet message to a peer with nothing queued (pump() would send it first,
   // and only it): sent at once. When it cannot go now (window full, RNR pause, the port refused
   // it), it is queued as below, and pump() would only have tried the same again.
-  const bool alone = cfg_.fast_paths && !t.rendezvous && op.len <= cfg_.seg_size &&
-                     p->sendq.empty() && p->rdvq.empty();
+  const uint64_t one = op.kind == OpKind::kMsg ? cfg_.seg_size : cfg_.seg_size - wire::kRdmRmaLen;
+  const bool alone = cfg_.fast_paths && !t.rendezvous && !op.fence && t.op.iov_count == 0 &&
+                     (op.kind != OpKind::kWrite || op.len <= one) &&
+                     (op.kind != OpKind::kMsg || op.len <= one) && p->sendq.empty() &&
+                     p->rdvq.empty();
   if (alone && try_send_now(*p, i, now)) return 0;
   p->sendq.push_back(tx_, i);
   activate(*p);
@@ -164,16 +216,46 @@ ssize_t RdmCore::send(const SendOp& op, uint64_t now) noexcept {
 bool RdmCore::try_send_now(PeerState& p, uint32_t i, uint64_t now) noexcept {
   if (!p.rel.can_send()) return false;  // pump() would not try either
   TxOp& t = tx_[i];
+  if (t.op.kind != OpKind::kMsg) {
+    // An RMA operation of one packet: what pump() would send first, and only it.
+    const bool sent = send_rma(p, i, now);
+    if (p.rma) p.rma->read_turn = true;  // as pump() after an attempt of the other queues
+    p.rdv_turn = !p.rdv_turn;
+    if (!sent) return false;
+    activate(p);
+    return true;
+  }
   const RdmHeader h = eager_header(t, t.op.len);
   const bool sent = p.rel.send(h, {static_cast<const uint8_t*>(t.op.buf), t.op.len}, i, now) == 0;
   p.rdv_turn = !p.rdv_turn;  // as pump() after an attempt
+  if (p.rma) p.rma->read_turn = true;
   if (!sent) return false;
   ++t.unacked;
   t.next_off = t.op.len;
-  t.issued_all = true;
+  t.issued_all = t.issued = true;
   activate(p);  // its RTO runs now
   ++stats_.fast_sends;
   return true;
+}
+
+std::span<const uint8_t> RdmCore::data_at(const TxOp& t, uint64_t off,
+                                          uint64_t max) const noexcept {
+  max = std::min<uint64_t>(max, t.op.len - off);
+  if (t.op.iov_count == 0) return {static_cast<const uint8_t*>(t.op.buf) + off, max};
+  for (uint8_t k = 0; k < t.op.iov_count; ++k) {
+    const Iov& v = t.op.iov[k];
+    if (off < v.len || (max == 0 && off == v.len))
+      return {static_cast<const uint8_t*>(v.base) + off, std::min<uint64_t>(max, v.len - off)};
+    off -= v.len;
+  }
+  return {};
+}
+
+bool RdmCore::earlier_incomplete(uint32_t op) const noexcept {
+  const fi_addr_t dest = tx_[op].op.dest;
+  for (uint32_t k = 0; k < tx_.size(); ++k)
+    if (k != op && tx_[k].in_use && tx_[k].issued && tx_[k].op.dest == dest) return true;
+  return false;
 }
 
 inline RdmHeader RdmCore::eager_header(const TxOp& t, uint64_t n) const noexcept {
@@ -191,7 +273,7 @@ inline RdmHeader RdmCore::eager_header(const TxOp& t, uint64_t n) const noexcept
 
 bool RdmCore::send_eager_segment(PeerState& p, uint32_t i, uint64_t now) noexcept {
   TxOp& t = tx_[i];
-  const auto* buf = static_cast<const uint8_t*>(t.op.buf);
+  if (t.op.kind != OpKind::kMsg) return send_rma(p, i, now);
   if (t.rendezvous) {
     RdmHeader h;
     h.kind = RdmKind::kRts;
@@ -203,25 +285,21 @@ bool RdmCore::send_eager_segment(PeerState& p, uint32_t i, uint64_t now) noexcep
     if (p.rel.send(h, {}, i, now) != 0) return false;
     ++t.unacked;
     ++p.awaiting_cts;
-    t.rts_sent = true;
+    t.rts_sent = t.issued = true;
     p.sendq.pop_front(tx_);
     return true;
   }
-  const uint64_t n = std::min<uint64_t>(cfg_.seg_size, t.op.len - t.next_off);
-  const RdmHeader h = eager_header(t, n);
-  if (p.rel.send(h, {buf + t.next_off, n}, i, now) != 0) return false;
+  const std::span<const uint8_t> d = data_at(t, t.next_off, cfg_.seg_size);
+  const RdmHeader h = eager_header(t, d.size());
+  if (p.rel.send(h, d, i, now) != 0) return false;
   ++t.unacked;
-  t.next_off += n;
+  t.next_off += d.size();
   if (t.next_off == t.op.len) {
-    t.issued_all = true;
+    t.issued_all = t.issued = true;
     p.sendq.pop_front(tx_);
   }
   return true;
 }
-
-// Whether the last packet of `t` asks for an immediate ack: the send completes (CQ entry or
-// counter) only when it is acked. A plain fi_inject reports nothing, so its ack may wait.
-inline bool RdmCore::wants_ack(const TxOp& t) noexcept { return !t.op.inject || t.op.completion; }
 
 bool RdmCore::send_rdv_segment(PeerState& p, uint32_t i, uint64_t now) noexcept {
   TxOp& t = tx_[i];
@@ -230,12 +308,13 @@ bool RdmCore::send_rdv_segment(PeerState& p, uint32_t i, uint64_t now) noexcept 
   h.msg_id = t.msg_id;
   h.offset = t.next_off;
   h.length = t.op.len;
-  const uint64_t n = std::min<uint64_t>(cfg_.seg_size, t.granted - t.next_off);
-  if (t.next_off + n == t.granted && wants_ack(t)) h.flags |= wire::kRdmAckReq;
-  const auto* buf = static_cast<const uint8_t*>(t.op.buf);
-  if (p.rel.send(h, {buf + t.next_off, n}, i, now) != 0) return false;
+  const uint64_t seg = p.rdv_seg_shift ? uint64_t{1} << p.rdv_seg_shift : cfg_.seg_size;
+  const std::span<const uint8_t> d =
+      data_at(t, t.next_off, std::min<uint64_t>(seg, t.granted - t.next_off));
+  if (t.next_off + d.size() == t.granted && wants_ack(t)) h.flags |= wire::kRdmAckReq;
+  if (p.rel.send(h, d, i, now) != 0) return false;
   ++t.unacked;
-  t.next_off += n;
+  t.next_off += d.size();
   p.rdvq.pop_front(tx_);
   if (t.next_off == t.granted) {
     t.issued_all = true;
@@ -246,12 +325,27 @@ bool RdmCore::send_rdv_segment(PeerState& p, uint32_t i, uint64_t now) noexcept 
 }
 
 void RdmCore::pump(PeerState& p, uint64_t now) noexcept {
-  if (p.sendq.empty() && p.rdvq.empty()) return;  // nothing to send (most calls)
+  const bool reads = p.rma && !p.rma->readq.empty();
+  if (p.sendq.empty() && p.rdvq.empty() && !reads) return;  // nothing to send (most calls)
   while (p.rel.can_send()) {
+    // FI_FENCE: the operation at the head of the queue (and all behind it) waits until every
+    // operation posted before it to this peer has completed.
+    const bool held = !p.sendq.empty() && tx_[p.sendq.front()].op.fence &&
+                      !tx_[p.sendq.front()].issued && tx_[p.sendq.front()].next_off == 0 &&
+                      earlier_incomplete(p.sendq.front());
+    const bool sendq = !p.sendq.empty() && !held;
     bool sent;
+    // Data answering the peer's reads takes every other turn (when there is other work).
+    if (p.rma && !p.rma->readq.empty() && (p.rma->read_turn || (!sendq && p.rdvq.empty()))) {
+      sent = send_read_segment(p, now);
+      p.rma->read_turn = false;
+      if (!sent) break;
+      continue;
+    }
+    if (p.rma) p.rma->read_turn = true;
     if (p.rdv_turn && !p.rdvq.empty()) {
       sent = send_rdv_segment(p, p.rdvq.front(), now);
-    } else if (!p.sendq.empty()) {
+    } else if (sendq) {
       sent = send_eager_segment(p, p.sendq.front(), now);
     } else if (!p.rdvq.empty()) {
       sent = send_rdv_segment(p, p.rdvq.front(), now);
@@ -295,7 +389,11 @@ void RdmCore::pump_cts(uint64_t now) noexcept {
 }
 
 void RdmCore::acked(fi_addr_t, uint32_t cookie) noexcept {
-  if (cookie == kNone) return;  // a CTS
+  if (cookie == kNone) return;  // a CTS, an answer without data
+  if (cookie & kStageCookie) {  // read data or atomic results: the copy may go
+    free_stage(cookie & ~kStageCookie);
+    return;
+  }
   TxOp& t = tx_[cookie];
   if (!t.in_use || t.unacked == 0) return;
   --t.unacked;
@@ -304,16 +402,21 @@ void RdmCore::acked(fi_addr_t, uint32_t cookie) noexcept {
 
 void RdmCore::complete_tx(uint32_t i, int err) noexcept {
   TxOp& t = tx_[i];
+  if (t.awaiting) {
+    t.awaiting = false;
+    if (PeerState* p = state(t.op.dest); p && p->rma && p->rma->awaiting_resp)
+      --p->rma->awaiting_resp;
+  }
   // An error completes every send but a plain fi_inject (no context to report it with).
   const bool cq = err != 0 ? !t.op.inject || t.op.completion : t.op.completion;
-  if (!reported(cq, !t.counted, true)) {  // nothing to tell: an fi_inject acknowledged
+  if (!reported(cq, !t.counted && kind_counted(t.op), true)) {  // nothing to tell
     t.in_use = false;
     tx_free_.put(i);
     return;
   }
   Completion c;
   c.context = t.op.context;
-  c.flags = FI_SEND | (t.op.tagged ? FI_TAGGED : FI_MSG);
+  c.flags = completion_flags(t.op);
   c.len = err ? 0 : t.op.len;
   c.err = err;
   c.cq = cq;
@@ -345,6 +448,7 @@ void RdmCore::on_frame(fi_addr_t src, const RdmHeader& h, std::span<const uint8_
     p->rel.on_frame(h, d, now);
   }
   pump_cts(now);
+  pump_resp(now);
   pump(*p, now);
   p->rel.keepalive(expecting(*p), now);
 }
@@ -356,7 +460,7 @@ bool RdmCore::try_receive_now(PeerState& p, const RdmHeader& h, std::span<const 
   // arriving, matches it to a posted receive that is not a multi-recv buffer (carving one takes
   // the general path), and completes it in one go (the whole message is in this packet).
   if (h.kind != RdmKind::kEager || h.offset != 0 || d.size() != h.length ||
-      h.length > cfg_.eager_max || p.cur_active || !p.rel.next_in_order(h))
+      h.length > cfg_.eager_max || p.cur_active || gated(p) || !p.rel.next_in_order(h))
     return false;
   const fi_addr_t from = p.rel.addr();
   const bool tagged = h.flags & wire::kRdmTagged;
@@ -384,7 +488,8 @@ bool RdmCore::try_receive_now(PeerState& p, const RdmHeader& h, std::span<const 
 }
 
 bool RdmCore::expecting(const PeerState& p) const noexcept {
-  return p.cur_active || !p.rdv_rx.empty() || p.awaiting_cts != 0;
+  return p.cur_active || !p.rdv_rx.empty() || p.awaiting_cts != 0 ||
+         (p.rma && p.rma->awaiting_resp != 0);
 }
 
 void RdmCore::progress(uint64_t now) noexcept {
@@ -396,11 +501,12 @@ void RdmCore::progress(uint64_t now) noexcept {
     p->rel.keepalive(expecting(*p), now);
   }
   pump_cts(now);
+  pump_resp(now);
   size_t keep = 0;
   for (PeerState* p : active_) {
     pump(*p, now);
     if (p->rel.next_deadline() == UINT64_MAX && p->sendq.empty() && p->rdvq.empty() &&
-        !expecting(*p)) {
+        !expecting(*p) && (!p->rma || p->rma->readq.empty())) {
       p->active = false;  // idle: nothing to time, send or wait for
     } else {
       active_[keep++] = p;
@@ -433,6 +539,7 @@ void RdmCore::restart(PeerState& p, fi_addr_t addr, const RdmHeader& first) noex
   p.rel.start_stream_at(first.ack);
   p.rdv_turn = false;
   p.awaiting_cts = 0;
+  if (p.rma) p.rma->awaiting_resp = 0;
 }
 
 void RdmCore::flush_acks(uint64_t now) noexcept {
@@ -443,6 +550,30 @@ void RdmCore::flush_acks(uint64_t now) noexcept {
 
 void RdmCore::unreachable(fi_addr_t peer) noexcept { fail_peer(peer, FI_EHOSTUNREACH); }
 
+void RdmCore::set_peer_rdv_segment(fi_addr_t peer, uint64_t bytes) noexcept {
+  // A power of two kept as its shift (a byte of the peer state's padding: cold peers stay small).
+  if (PeerState* p = state(peer))
+    p->rdv_seg_shift = bytes ? static_cast<uint8_t>(std::bit_width(bytes) - 1) : 0;
+}
+
+void RdmCore::renew_peer(fi_addr_t peer, uint64_t now) noexcept {
+  PeerState* p = state(peer);
+  if (p == nullptr) return;
+  now_ = now;
+  ++stats_.peer_restarts;
+  if (!p->rel.unreachable()) unreachable(peer);  // as restart(): the old instance's work fails
+  p->rel.~RdmPeer();
+  new (&p->rel) RdmPeer(&shared_, peer);
+  p->rdv_turn = false;
+  p->awaiting_cts = 0;
+  p->rdv_seg_shift = 0;  // the new instance's link says again what it can read
+}
+
+void RdmCore::lose_peer(fi_addr_t peer, uint64_t now) noexcept {
+  now_ = now;
+  if (PeerState* p = state(peer)) p->rel.lose();
+}
+
 void RdmCore::fail_peer(fi_addr_t peer, int err) noexcept {
   PeerState* p = state(peer);
   if (p == nullptr) return;
@@ -450,6 +581,8 @@ void RdmCore::fail_peer(fi_addr_t peer, int err) noexcept {
   p->sendq = {};
   p->rdvq = {};
   p->awaiting_cts = 0;
+  // What we were answering it: its reads, our answers, the copies its window held.
+  drop_target_state(*p, peer);
   for (uint32_t i = 0; i < tx_.size(); ++i)
     if (tx_[i].in_use && tx_[i].op.dest == peer) complete_tx(i, err);
   // Receives bound to its messages.

@@ -51,6 +51,33 @@
 // is detected by its first packet; what involved the old instance completes with
 // FI_EHOSTUNREACH and the peer is reachable again (also after it was declared unreachable).
 //
+// RMA and atomics (SendOp::kind). A write (kWrite) goes as kWrite segments through the send queue
+// like an eager message (any size up to max_msg_size: the window flow-controls it, and the target
+// places each segment straight into the registered region, so nothing is buffered at either
+// end); its first segment is checked against the whole target range (CoreConfig::mrs: key,
+// bounds, FI_REMOTE_WRITE), every segment against its own range, and a write that fails a check
+// is placed no further and answered with kRmaResp and the error. The last segment asks for a
+// kRmaResp (kRdmRespReq) when the write reports a completion: the write completes when that
+// answer arrives (delivery complete: the data is in the target's memory), with its status. A
+// read (kRead) sends one kReadReq; the target checks it and streams the data back as kReadResp
+// segments (copied into stage_slots buffers of its own while in flight, so that closing the
+// region never leaves a retransmission pointing into freed memory; no more than those are out
+// at a time), or answers kRmaResp with the error; the read completes when all its bytes are in
+// the local buffers. An atomic (kAtomic, one packet of operands) executes at the target's poll
+// step (atomic.h) and is answered with kRmaResp (status, and the old values for fetching and
+// compare atomics). The target reports what reached its memory: a write with remote CQ data
+// completes on the receive side (FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA), and writes,
+// atomics and reads count on the FI_REMOTE_WRITE / FI_REMOTE_READ counters and the region's own.
+// Nothing of a failed operation is reported at the target.
+//
+// Ordering (per pair of endpoints). Requests are processed at the target in the order they
+// were sent (the stream is in order, writes' segments never interleave with other sends of the
+// queue). A read is answered over time; until its data is all copied out, a write, an atomic or
+// a message from the same peer is refused (RNR, the sender backs off and resends), so a write or
+// message posted after a read never changes what the read returns (WAR, SAR). Hence RAR, RAW,
+// WAR, WAW, SAR, SAW and SAS for RMA and atomics. FI_FENCE holds an operation (and everything
+// after it to that peer) until every operation posted before it to that peer has completed.
+//
 // Fast paths. Most messages of an RDM conversation are small, in order, and find their receive
 // posted. Two paths serve them with less work, and hand anything else to the general code above:
 //   - send: a message of at most seg_size bytes to a peer with nothing queued (no earlier
@@ -104,6 +131,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "proto/mr_table.h"
 #include "proto/rdm_match.h"
 #include "proto/rdm_peer.h"
 #include "wire/rdm.h"
@@ -112,7 +140,8 @@ namespace dpfab::proto::rdm {
 
 struct CoreConfig {
   ReliabilityConfig rel;
-  uint32_t seg_size = 1376;            ///< data bytes per packet (port payload - kRdmHeaderLen)
+  /// Data bytes per packet (port payload - kRdmHeaderLen); the default is MTU 1500's (1388).
+  uint32_t seg_size = static_cast<uint32_t>(wire::max_payload(1500) - wire::kRdmHeaderLen);
   uint64_t eager_max = 16384;          ///< larger messages use rendezvous
   uint64_t max_msg_size = 1ull << 30;  ///< larger sends fail with -FI_EMSGSIZE
   uint32_t tx_ops = 256;               ///< sends in progress (<= 65536: msg ids)
@@ -131,7 +160,30 @@ struct CoreConfig {
   /// The fast paths (see "Fast paths" above). Off, every message takes the general path, with the
   /// same frames, completions and statistics (but CoreStats::fast_*): the unit tests compare.
   bool fast_paths = true;
+  /// Whether counters count writes (FI_WRITE), reads (FI_READ) and the remote operations at this
+  /// target (FI_REMOTE_WRITE, FI_REMOTE_READ), as tx_counted for sends.
+  bool write_counted = false, read_counted = false;
+  /// The target side of RMA and atomics: the domain's regions (null: this endpoint is no target;
+  /// requests are refused with FI_EKEYREJECTED) and this endpoint's token (FI_MR_ENDPOINT).
+  const MrTable* mrs = nullptr;
+  uint64_t ep_token = 0;
+  uint32_t stage_slots = 128;  ///< read data and atomic results in flight (copies of seg_size)
+  uint32_t responders = 64;    ///< reads being answered, all peers
+  uint32_t resp_queue = 1024;  ///< kRmaResp answers waiting for the window
+  /// The most bytes of operands (compare values included) an atomic carries; at most inject_size
+  /// and one packet's data (less is taken).
+  uint32_t atomic_max = 1024;
 };
+
+/// Local buffers of an operation (fi_sendv, fi_writev, fi_readv, fi_recvv; fi_atomicv's ioc).
+inline constexpr size_t kMaxIov = 4;
+struct Iov {
+  void* base = nullptr;
+  size_t len = 0;
+};
+
+/// What a SendOp is: a message (fi_send, fi_tsend), an RMA write or read, an atomic.
+enum class OpKind : uint8_t { kMsg, kWrite, kRead, kAtomic };
 
 /// One completion, in the terms of fi_cq_tagged_entry + fi_cq_err_entry. err is 0 or a positive
 /// FI_E* value (FI_ETRUNC, FI_ENOMSG, FI_ECANCELED, FI_EHOSTUNREACH).
@@ -149,6 +201,9 @@ struct Completion {
   bool cq = true;
   /// Whether counters count it (false: a send completed early already counted).
   bool count = true;
+  /// At the target of a write, read or atomic: the counter the region has bound for the event
+  /// (MrTable::Ref::counter), or null.
+  void* region_cntr = nullptr;
 };
 
 /// What the core needs of the endpoint around it (owner thread only). The callbacks must not call
@@ -179,6 +234,22 @@ struct SendOp {
   /// With inject: complete now, when the data is copied (FI_INJECT_COMPLETE), not when the peer
   /// acknowledges it; later errors are not reported (the application has its buffer back).
   bool complete_now = false;
+  /// Several local buffers: iov_count > 0 replaces buf (len is their total). Sends and writes
+  /// gather from them, reads scatter into them.
+  uint8_t iov_count = 0;
+  Iov iov[kMaxIov] = {};
+  OpKind kind = OpKind::kMsg;
+  bool fence = false;  ///< FI_FENCE: held until every earlier operation to `dest` completed
+  /// kWrite / kRead / kAtomic: the target region's key and the address of the first byte.
+  uint64_t rkey = 0, raddr = 0;
+  /// kAtomic: fi_op and fi_datatype; `len` bytes of operands at buf/iov (count * size), and
+  /// for compare atomics as many compare values at `compare`; fetch and compare atomics return
+  /// the old values into `result` (result_count buffers of `len` bytes in all).
+  uint8_t atomic_op = 0, datatype = 0;
+  bool fetch = false, compare_op = false;
+  const void* compare = nullptr;
+  uint8_t result_count = 0;
+  Iov result[kMaxIov] = {};
 };
 
 struct RecvOp {
@@ -188,6 +259,10 @@ struct RecvOp {
   RecvMatch match;
   uint64_t flags = 0;  ///< FI_PEEK, FI_CLAIM, FI_DISCARD (tagged only); FI_MULTI_RECV (untagged)
   bool completion = true;  ///< CQ entries on success (false: selective completion, counters only)
+  /// Several buffers (fi_recvv): iov_count > 0 replaces buf (len is their total; not with
+  /// FI_MULTI_RECV).
+  uint8_t iov_count = 0;
+  Iov iov[kMaxIov] = {};
 };
 
 /// Counters of the core (owner thread writes; tests and stats read).
@@ -197,6 +272,12 @@ struct CoreStats {
   uint64_t peer_restarts = 0;  ///< a peer came back with a new epoch (see restart())
   /// Messages that took the fast paths: sent from send() itself, completed from one packet.
   uint64_t fast_sends = 0, fast_receives = 0;
+  /// RMA and atomics posted here, and served here as their target; target_refused: requests
+  /// answered with an error (key, bounds, rights); target_gated: packets refused while a read
+  /// from their sender was still being answered (WAR/SAR ordering).
+  uint64_t writes = 0, reads = 0, atomics = 0;
+  uint64_t target_writes = 0, target_reads = 0, target_atomics = 0;
+  uint64_t target_refused = 0, target_gated = 0;
 };
 
 class RdmCore final : private PeerHost {
@@ -209,9 +290,11 @@ class RdmCore final : private PeerHost {
   /// Makes `addr` a peer (control path; allocates). addr < 2^20. 0, -FI_EINVAL, -FI_ENOMEM.
   int add_peer(fi_addr_t addr) noexcept;
 
-  /// fi_send/fi_tsend/.../inject. 0; -FI_EMSGSIZE beyond max_msg_size (inject_size for
-  /// inject); -FI_EINVAL for an unknown peer; -FI_EHOSTUNREACH when the peer is unreachable;
-  /// -FI_EAGAIN when tx_ops sends are in progress.
+  /// fi_send/fi_tsend/.../inject, and the RMA and atomic calls (op.kind). 0; -FI_EMSGSIZE beyond
+  /// max_msg_size (inject_size for inject, atomic_max for atomics); -FI_EINVAL for an unknown
+  /// peer, an atomic whose op and datatype do not go together (atomic.h) or whose length is not a
+  /// whole number of elements; -FI_EHOSTUNREACH when the peer is unreachable; -FI_EAGAIN when
+  /// tx_ops operations are in progress.
   ssize_t send(const SendOp& op, uint64_t now) noexcept;
   /// fi_recv/fi_trecv(msg). 0; -FI_EAGAIN when rx_ops receives are posted; -FI_EINVAL for
   /// PEEK/CLAIM/DISCARD on an untagged receive, DISCARD without PEEK or CLAIM, MULTI_RECV on a
@@ -234,6 +317,29 @@ class RdmCore final : private PeerHost {
   uint64_t min_multi_recv() const noexcept { return cfg_.min_multi_recv; }
   /// Timers and queued sends of every peer.
   void progress(uint64_t now) noexcept;
+  /// `peer` is known to be gone (a same-host peer whose process ended): it is declared
+  /// unreachable now, as retransmissions left unanswered would (every operation involving it
+  /// completes with FI_EHOSTUNREACH, later sends fail); a new instance is recognised by its first
+  /// packet as usual. No-op for an unknown peer.
+  void lose_peer(fi_addr_t peer, uint64_t now) noexcept;
+  /// Rendezvous data to `peer` goes in segments of `bytes` (a power of two; 0: seg_size): a
+  /// same-host peer that copies them out of our memory itself (shm, kRdmIndirect) takes large ones.
+  /// Any time; later segments follow it.
+  void set_peer_rdv_segment(fi_addr_t peer, uint64_t bytes) noexcept;
+  /// `peer`'s address now names a new instance (a same-host peer that restarted: its node's
+  /// nonce changed, which the address tells before any packet): what involved the old instance
+  /// completes with FI_EHOSTUNREACH (if it has not yet), and the peer starts afresh, reachable,
+  /// its epoch learnt from its first packet. No-op for an unknown peer.
+  void renew_peer(fi_addr_t peer, uint64_t now) noexcept;
+  /// Where the data of kRdvData packet `h` (`n` bytes) from `peer` goes if on_frame takes it now:
+  /// the packet is the next of the peer's stream and the next granted bytes of a receive bound
+  /// to its message. Empty otherwise (a duplicate, a protocol error: on_frame would not copy it
+  /// there). The caller may put the data there itself and pass that span to on_frame, which then
+  /// copies nothing (a same-host receiver reading the sender's memory: one copy).
+  /// `scattered`, when given, is set when on_frame would take the packet but its bytes fall
+  /// across two of the receive's buffers (no single span: the caller gives on_frame a copy).
+  std::span<uint8_t> rdv_placement(fi_addr_t peer, const wire::RdmHeader& h, uint64_t n,
+                                   bool* scattered = nullptr) noexcept;
   /// Sends every delayed ack now (before the endpoint closes: a peer whose last message we
   /// received must learn so, or it retransmits until it declares us unreachable).
   void flush_acks(uint64_t now) noexcept;
@@ -258,12 +364,31 @@ class RdmCore final : private PeerHost {
   size_t injected_unacked() const noexcept;
   size_t rx_in_use() const noexcept;
   size_t unexpected_in_use() const noexcept;
+  /// Target side: reads being answered, answers queued, stage buffers in flight (0 when idle).
+  size_t target_in_use() const noexcept;
+  /// The fi_cq flags of an operation's completion at the initiator.
+  static uint64_t completion_flags(const SendOp& op) noexcept;
 
  private:
   struct TxOp;
   struct RxOp;
   struct Unexp;
   struct PeerState;
+  struct PeerRma;
+  struct Responder {
+    uint32_t next = kNone;
+    bool in_use = false;
+    fi_addr_t peer = 0;
+    uint32_t msg_id = 0;
+    uint64_t key = 0, addr = 0, len = 0, off = 0;
+  };
+  struct Resp {
+    fi_addr_t peer;
+    uint32_t msg_id;
+    uint32_t status;
+    uint32_t stage;  // kNone: no data
+    uint32_t len;
+  };
   struct Cts {
     fi_addr_t peer;
     uint32_t msg_id;
@@ -305,9 +430,63 @@ class RdmCore final : private PeerHost {
   bool reported(bool cq, bool count, bool tx) const noexcept {
     return cq || (count && (tx ? cfg_.tx_counted : cfg_.rx_counted));
   }
+  // Whether a counter counts the completions of operations like `op` (sends, writes, reads).
+  bool kind_counted(const SendOp& op) const noexcept {
+    switch (op.kind) {
+      case OpKind::kWrite:
+        return cfg_.write_counted;
+      case OpKind::kRead:
+        return cfg_.read_counted;
+      case OpKind::kAtomic:
+        return op.fetch || op.compare_op ? cfg_.read_counted : cfg_.write_counted;
+      default:
+        return cfg_.tx_counted;
+    }
+  }
   bool send_rdv_segment(PeerState& p, uint32_t op, uint64_t now) noexcept;
   void complete_tx(uint32_t op, int err) noexcept;
   void maybe_complete_tx(uint32_t op) noexcept;
+  // The bytes [off, off + max) of t's data that lie in one of its buffers (the span may be
+  // shorter: it ends where that buffer does).
+  std::span<const uint8_t> data_at(const TxOp& t, uint64_t off, uint64_t max) const noexcept;
+  // Whether an operation posted before `op` to its peer has not completed (FI_FENCE).
+  bool earlier_incomplete(uint32_t op) const noexcept;
+
+  // ---- RMA and atomics (rdm_core_rma.cc) ----
+  // Cookies of packets whose data is a stage buffer (read data, atomic results): the buffer is
+  // freed when the packet is acknowledged. TxOp cookies are below 65536.
+  static constexpr uint32_t kStageCookie = 1u << 31;
+  // send()'s checks of an atomic: 0, -FI_EINVAL (op and datatype do not go together, no whole
+  // number of elements, no compare values or result buffers where needed), -FI_EMSGSIZE.
+  int check_atomic(const SendOp& op) const noexcept;
+  // Initiator: the first packet of read or atomic `op`, or the next segment of write `op`.
+  bool send_rma(PeerState& p, uint32_t op, uint64_t now) noexcept;
+  wire::RdmHeader write_header(const TxOp& t, uint64_t n) const noexcept;
+  void deliver_read_resp(PeerState& p, const wire::RdmHeader& h,
+                         std::span<const uint8_t> d) noexcept;
+  void deliver_rma_resp(PeerState& p, const wire::RdmHeader& h,
+                        std::span<const uint8_t> d) noexcept;
+  // Target: false refuses the packet (RNR) and changes nothing.
+  bool deliver_write(PeerState& p, const wire::RdmHeader& h, std::span<const uint8_t> d) noexcept;
+  bool deliver_read_req(PeerState& p, const wire::RdmHeader& h) noexcept;
+  bool deliver_atomic(PeerState& p, const wire::RdmHeader& h, std::span<const uint8_t> d) noexcept;
+  // The peer's target-side state, made on first use (null: out of memory).
+  PeerRma* rma_of(PeerState& p) noexcept;
+  // A packet from `p` that must wait until p's reads are answered (WAR/SAR).
+  bool gated(const PeerState& p) const noexcept;
+  bool send_read_segment(PeerState& p, uint64_t now) noexcept;
+  bool queue_resp(fi_addr_t peer, uint32_t msg_id, int status, uint32_t stage,
+                  uint32_t len) noexcept;
+  bool resp_room() const noexcept { return resp_q_.size() < cfg_.resp_queue; }
+  void pump_resp(uint64_t now) noexcept;
+  void free_stage(uint32_t slot) noexcept;
+  uint8_t* stage_mem(uint32_t slot) noexcept {
+    return stage_mem_.get() + size_t{slot} * cfg_.seg_size;
+  }
+  // Drops the target-side state of `peer` (its reads, answers, stage buffers).
+  void drop_target_state(PeerState& p, fi_addr_t peer) noexcept;
+  void remote_event(fi_addr_t peer, uint64_t flags, uint64_t len, uint64_t data, bool cq,
+                    void* region_cntr) noexcept;
 
   bool deliver_eager(PeerState& p, const wire::RdmHeader& h, std::span<const uint8_t> d) noexcept;
   // on_frame's fast path: the next packet of `p`'s stream holds a whole eager message that a
@@ -367,6 +546,13 @@ class RdmCore final : private PeerHost {
   std::unique_ptr<uint8_t[]> unexp_mem_;  // unexpected_slots * eager_max
   FreeList unexp_slot_free_;
   std::vector<Cts> cts_;  // pending CTS; reserved to rx_ops + unexpected (see queue_cts)
+  // Target side of RMA (allocated when cfg_.mrs is set).
+  std::vector<Responder> responders_;
+  FreeList responder_free_;
+  std::vector<Resp> resp_q_;  // reserved to cfg_.resp_queue
+  std::unique_ptr<uint8_t[]> stage_mem_;
+  FreeList stage_free_;
+  std::vector<fi_addr_t> stage_owner_;  // FI_ADDR_NOTAVAIL: free
 };
 
 }  // namespace dpfab::proto::rdm

@@ -22,8 +22,10 @@ ssize_t RdmCore::recv(const RecvOp& op, uint64_t now) noexcept {
   now_ = now;
   const uint64_t special = op.flags & (FI_PEEK | FI_CLAIM | FI_DISCARD);
   if (special && !op.match.tagged) return -FI_EINVAL;
+  if (op.iov_count > kMaxIov) return -FI_EINVAL;
   if (op.flags & FI_MULTI_RECV) {
-    if (op.match.tagged || special || op.len < cfg_.min_multi_recv) return -FI_EINVAL;
+    if (op.match.tagged || special || op.len < cfg_.min_multi_recv || op.iov_count > 1)
+      return -FI_EINVAL;
     return post_multi(op);
   }
   if ((special & FI_DISCARD) && !(special & (FI_PEEK | FI_CLAIM))) return -FI_EINVAL;
@@ -297,9 +299,30 @@ bool RdmCore::deliver(fi_addr_t peer, const RdmHeader& h, std::span<const uint8_
   if (p == nullptr) return true;
   switch (h.kind) {
     case RdmKind::kEager:
+      // A message posted after a read waits until the read's data is all copied out (SAR).
+      if (h.offset == 0 && gated(*p)) {
+        ++stats_.target_gated;
+        return false;
+      }
       return deliver_eager(*p, h, d);
     case RdmKind::kRts:
+      if (gated(*p)) {
+        ++stats_.target_gated;
+        return false;
+      }
       return deliver_rts(*p, h);
+    case RdmKind::kWrite:
+      return deliver_write(*p, h, d);
+    case RdmKind::kReadReq:
+      return deliver_read_req(*p, h);
+    case RdmKind::kReadResp:
+      deliver_read_resp(*p, h, d);
+      return true;
+    case RdmKind::kAtomic:
+      return deliver_atomic(*p, h, d);
+    case RdmKind::kRmaResp:
+      deliver_rma_resp(*p, h, d);
+      return true;
     case RdmKind::kCts:
       deliver_cts(*p, h);
       return true;
@@ -502,6 +525,25 @@ void RdmCore::deliver_cts(PeerState& p, const RdmHeader& h) noexcept {
   } else {
     p.rdvq.push_back(tx_, i);
   }
+}
+
+std::span<uint8_t> RdmCore::rdv_placement(fi_addr_t peer, const RdmHeader& h, uint64_t n,
+                                          bool* scattered) noexcept {
+  if (scattered) *scattered = false;
+  PeerState* p = state(peer);
+  if (!p || h.kind != RdmKind::kRdvData || !p->rel.next_in_order(h)) return {};
+  auto [r, prev] = p->rdv_rx.find(rx_, [&](uint32_t k) { return rx_[k].msg_id == h.msg_id; });
+  if (r == kNone) return {};
+  const RxOp& x = rx_[r];
+  // As deliver_rdv_data: the next granted bytes, inside the buffer (granted never exceeds it).
+  if (h.offset != x.received || h.offset + n > x.granted || h.offset + n > x.op.len) return {};
+  uint64_t room = 0;
+  uint8_t* at = rx_place(x.op.buf, x.op.len, x.op.iov, x.op.iov_count, h.offset, &room);
+  if (!at || room < n) {  // across two of the receive's buffers: on_frame scatters a copy
+    if (scattered) *scattered = true;
+    return {};
+  }
+  return {at, static_cast<size_t>(n)};
 }
 
 void RdmCore::deliver_rdv_data(PeerState& p, const RdmHeader& h,

@@ -14,6 +14,7 @@
 
 #include "common/clock.h"
 #include "common/counter.h"
+#include "common/lockcheck.h"
 #include "common/log.h"
 #include "wire/encoder.h"
 #include "wire/format.h"
@@ -38,8 +39,12 @@ void RdmEndpoint::bind_cq(event::Cq* cq, bool tx, bool rx, bool selective) noexc
 }
 
 void RdmEndpoint::bind_cntr(event::Cntr* c, bool tx, bool rx) noexcept {
-  if (tx) tx_cntr_ = c;
-  if (rx) rx_cntr_ = c;
+  if (tx) bind_cntr(c, CntrKind::kSend);
+  if (rx) bind_cntr(c, CntrKind::kRecv);
+}
+
+void RdmEndpoint::bind_cntr(event::Cntr* c, CntrKind kind) noexcept {
+  cntrs_[static_cast<size_t>(kind)] = c;
 }
 
 int RdmEndpoint::enable() noexcept {
@@ -48,8 +53,10 @@ int RdmEndpoint::enable() noexcept {
     CoreLock lock(mu_);
     if (core_) return 0;
     // Completions that write no CQ entry only matter to a bound counter (rdm::CoreConfig).
-    cfg_.core.tx_counted = tx_cntr_ != nullptr;
-    cfg_.core.rx_counted = rx_cntr_ != nullptr;
+    cfg_.core.tx_counted = cntrs_[static_cast<size_t>(CntrKind::kSend)] != nullptr;
+    cfg_.core.rx_counted = cntrs_[static_cast<size_t>(CntrKind::kRecv)] != nullptr;
+    cfg_.core.write_counted = cntrs_[static_cast<size_t>(CntrKind::kWrite)] != nullptr;
+    cfg_.core.read_counted = cntrs_[static_cast<size_t>(CntrKind::kRead)] != nullptr;
     cfg = cfg_.core;
   }
   // Made (and, should another thread have won, freed) outside the lock: it allocates.
@@ -113,6 +120,7 @@ wire::Address RdmEndpoint::address() const noexcept {
   a.ipv4_be = link_->ipv4_be();
   a.udp_port_be = udp_port_be_;
   a.ep_id_be = ep_id_be_;
+  link_->set_host_part(a);
   return a;
 }
 
@@ -120,11 +128,28 @@ uint64_t RdmEndpoint::now_ns() noexcept { return static_cast<uint64_t>(clock::mo
 
 // ---- peers -------------------------------------------------------------------------------------
 
+namespace {
+
+// What may change about a known peer: its MAC, and its node (a same-host peer that restarted). A
+// host part is never wiped by an address without one (an AV entry inserted in short form, a frame
+// that came through the port): the peer stays where we reach it.
+inline void refresh(wire::Address& have, const wire::Address& seen) noexcept {
+  std::memcpy(have.mac, seen.mac, 6);
+  if (seen.has_node()) {
+    have.host_be = seen.host_be;
+    have.node_be = seen.node_be;
+    have.nonce_be = seen.nonce_be;
+  }
+}
+
+}  // namespace
+
 uint32_t RdmEndpoint::peer_id(const wire::Address& a) noexcept {
   const uint64_t key = key_of(a.ipv4_be, a.udp_port_be, a.ep_id_be);
   if (auto it = ids_.find(key); it != ids_.end()) {
-    // The same endpoint behind a new MAC (a NIC replaced, a re-resolved neighbour): use the new.
-    std::memcpy(peers_[it->second].addr.mac, a.mac, 6);
+    // The same endpoint behind a new MAC (a NIC replaced, a re-resolved neighbour) or on a new
+    // node instance (a same-host peer that restarted): use the new.
+    refresh(peers_[it->second].addr, a);
     return it->second;
   }
   if (peers_.size() >= cfg_.max_peers) return kNoPeer;
@@ -152,18 +177,34 @@ uint32_t RdmEndpoint::peer_of(fi_addr_t a) noexcept {
   const AvEntry* e = av_ ? av_->lookup(a) : nullptr;       // null once removed: not sent to
   if (!e) return kNoPeer;
   if (e == tx_entry_) {
-    std::memcpy(peers_[tx_peer_].addr.mac, e->addr.mac, 6);  // as peer_id does
+    renew_if_new_instance(tx_peer_, e->addr);
+    refresh(peers_[tx_peer_].addr, e->addr);  // as peer_id does
     return tx_peer_;
   }
+  if (e->addr.has_node())
+    if (auto it = ids_.find(key_of(e->addr.ipv4_be, e->addr.udp_port_be, e->addr.ep_id_be));
+        it != ids_.end())
+      renew_if_new_instance(it->second, e->addr);
   const uint32_t id = peer_id(e->addr);
   if (id != kNoPeer) tx_entry_ = e, tx_peer_ = id;
   return id;
 }
 
+void RdmEndpoint::renew_if_new_instance(uint32_t id, const wire::Address& a) noexcept {
+  const wire::Address& have = peers_[id].addr;
+  if (!have.has_node() || !a.has_node() ||
+      (have.node_be == a.node_be && have.nonce_be == a.nonce_be && have.host_be == a.host_be))
+    return;
+  // The address of a same-host peer that restarted (another node instance): the old one's
+  // operations fail now, and the new one is reachable at once (it need not send first).
+  peers_[id].large_rdv = false;
+  core_->renew_peer(id, core_time(last_now_));
+}
+
 uint32_t RdmEndpoint::peer_from(const wire::Address& a) noexcept {
   const uint64_t key = key_of(a.ipv4_be, a.udp_port_be, a.ep_id_be);
   if (key == rx_key_ && rx_peer_ != kNoPeer) {
-    std::memcpy(peers_[rx_peer_].addr.mac, a.mac, 6);  // as peer_id does
+    refresh(peers_[rx_peer_].addr, a);  // as peer_id does
     return rx_peer_;
   }
   const uint32_t id = peer_id(a);
@@ -181,21 +222,71 @@ bool RdmEndpoint::cq_room(const event::Cq* cq) const noexcept {
 }
 
 ssize_t RdmEndpoint::send(rdm::SendOp op) noexcept {
-  if (!op.buf && op.len) return -FI_EINVAL;
+  // ATOMIC_READ carries no operands (their bytes only count the elements).
+  const bool no_operands = op.kind == rdm::OpKind::kAtomic && op.atomic_op == FI_ATOMIC_READ;
+  if (!op.buf && op.len && op.iov_count == 0 && !no_operands) return -FI_EINVAL;
   CoreLock lock(mu_);
   if (!core_) return -FI_EOPBADSTATE;
+  const ssize_t r = send_locked(op, core_time(tx_clock_.now_ns()));
+  finish();
+  return r;
+}
+
+ssize_t RdmEndpoint::send_locked(rdm::SendOp op, uint64_t now) noexcept {
   const uint32_t peer = peer_of(op.dest);
   if (peer == kNoPeer) return -FI_EINVAL;
   // A plain inject never writes a CQ entry, not even an error (RdmCore::SendOp::completion).
   if ((op.completion || !op.inject) && !cq_room(tx_cq_)) return -FI_EAGAIN;
   op.dest = peer;
-  const ssize_t r = core_->send(op, core_time(tx_clock_.now_ns()));
+  return core_->send(op, now);
+}
+
+ssize_t RdmEndpoint::trigger(const rdm::SendOp& op, event::Cntr* cntr,
+                             uint64_t threshold) noexcept {
+  const bool no_operands = op.kind == rdm::OpKind::kAtomic && op.atomic_op == FI_ATOMIC_READ;
+  if (!cntr || (!op.buf && op.len && op.iov_count == 0 && !no_operands)) return -FI_EINVAL;
+  CoreLock lock(mu_);
+  if (!core_) return -FI_EOPBADSTATE;
+  if (triggered_.size() >= kMaxTriggered) return -FI_EAGAIN;
+  try {
+    Triggered t{op, cntr, threshold, {}};
+    if (op.compare_op && op.compare) {
+      const auto* c = static_cast<const uint8_t*>(op.compare);
+      t.compare.assign(c, c + op.len);
+      t.op.compare = t.compare.data();  // the heap buffer moves with the vector's element
+    }
+    triggered_.push_back(std::move(t));
+  } catch (...) {
+    return -FI_ENOMEM;
+  }
+  fire_triggered(core_time(tx_clock_.now_ns()));
   finish();
-  return r;
+  return 0;
+}
+
+void RdmEndpoint::fire_triggered(uint64_t now) noexcept {
+  for (size_t k = 0; k < triggered_.size();) {
+    Triggered& t = triggered_[k];
+    if (t.cntr->value() < t.threshold) {
+      ++k;
+      continue;
+    }
+    const ssize_t r = send_locked(t.op, now);
+    if (r == -FI_EAGAIN) break;  // resources: this one and the later ones wait, in order
+    if (r != 0) {                // refused now: reported as the operation's error
+      rdm::Completion c;
+      c.context = t.op.context;
+      c.flags = rdm::RdmCore::completion_flags(t.op);
+      c.err = static_cast<int>(-r);
+      c.cq = true;
+      complete(c);
+    }
+    triggered_.erase(triggered_.begin() + static_cast<ptrdiff_t>(k));
+  }
 }
 
 ssize_t RdmEndpoint::recv(rdm::RecvOp op) noexcept {
-  if (!op.buf && op.len) return -FI_EINVAL;
+  if (!op.buf && op.len && op.iov_count == 0) return -FI_EINVAL;
   CoreLock lock(mu_);
   if (!core_) return -FI_EOPBADSTATE;
   if (op.match.src != FI_ADDR_UNSPEC) {
@@ -228,6 +319,10 @@ bool RdmEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
     return false;
   }
   bump(stats_.rx_frames);
+  if (f.src_link) {
+    bump(stats_.local_rx);
+    if (f.indirect) return deliver_indirect(f);
+  }
   std::span<const uint8_t> payload;
   if (f.payload) {
     payload = {f.payload, f.payload_len};
@@ -259,11 +354,7 @@ bool RdmEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
   // a clock read only when there was none.
   const uint64_t step = link_->poll_step_count();  // 0: steps not counted
   const uint64_t now = step != 0 && rx_now_step_ == step ? rx_now_ : rx_clock_.now_ns();
-  wire::Address from;
-  std::memcpy(from.mac, f.src_mac.addr_bytes, 6);
-  from.ipv4_be = f.src_ip_be;
-  from.udp_port_be = f.src_port_be;
-  from.ep_id_be = rte_cpu_to_be_16(f.header.src_ep);
+  const wire::Address from = frame_source(f);
   CoreLock lock(mu_);
   if (!core_) return false;  // not enabled yet
   const uint32_t peer = peer_from(from);
@@ -274,6 +365,60 @@ bool RdmEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
   core_->on_frame(peer, h, data, core_time(now));
   finish();
   return false;  // the core copied what it keeps
+}
+
+bool RdmEndpoint::deliver_indirect(const wire::Frame& f) noexcept {
+  shm::RdmIndirect ind;
+  if (f.payload_len < sizeof(ind)) {
+    bump(stats_.rx_rejected);
+    return false;
+  }
+  std::memcpy(&ind, f.payload + f.payload_len - sizeof(ind), sizeof(ind));
+  wire::RdmHeader h;
+  if (wire::decode_rdm_detached({f.payload, f.payload_len - sizeof(ind)}, ind.len, &h, decode_) !=
+          wire::RdmVerdict::kOk ||
+      h.kind != wire::RdmKind::kRdvData || ind.len == 0 || ind.len > kMaxIndirect) {
+    bump(stats_.rx_rejected);
+    return false;
+  }
+  const uint64_t now = rx_clock_.now_ns();
+  const wire::Address from = frame_source(f);
+  CoreLock lock(mu_);
+  if (!core_) return false;
+  const uint32_t peer = peer_from(from);
+  if (peer == kNoPeer) {
+    bump(stats_.peers_refused);
+    return false;
+  }
+  // Only a packet the core takes now, into the receive its message is bound to, is copied: a
+  // duplicate (a retransmission) or one the protocol refuses is dropped as if it had been lost.
+  bool scattered = false;
+  std::span<uint8_t> dst = core_->rdv_placement(peer, h, ind.len, &scattered);
+  // A receive of several buffers whose boundary this segment crosses: read into a copy the core
+  // scatters (an allocation, on this rare path only: one buffer per receive is the common case).
+  std::unique_ptr<uint8_t[]> copy;
+  if (dst.empty() && scattered) {
+    copy.reset(new (std::nothrow) uint8_t[ind.len]);
+    if (copy) dst = {copy.get(), static_cast<size_t>(ind.len)};
+  }
+  if (dst.empty()) return false;
+  {
+    // The kernel's copy of the sender's bytes, in place of the memcpy on_frame makes for a
+    // packet that carries them: the data path's own work, as long as that copy (not a wake-up:
+    // nobody waits for another thread's syscall here but for this copy itself).
+    lockcheck::Exempt copy("same-host rendezvous copy");
+    if (static_cast<const shm::Conn*>(f.src_link)->read_peer(dst.data(), ind.addr, dst.size()) !=
+        0) {
+      // The peer's memory cannot be read (it is going away): dropped, as if lost; its link's end
+      // or its retransmissions settle the message.
+      bump(stats_.local_indirect_failed);
+      return false;
+    }
+  }
+  bump(stats_.local_indirect_rx);
+  core_->on_frame(peer, h, dst, core_time(now));
+  finish();
+  return false;
 }
 
 size_t RdmEndpoint::drain_backlog() noexcept {
@@ -291,9 +436,23 @@ size_t RdmEndpoint::drain_backlog() noexcept {
 }
 
 void RdmEndpoint::finish() noexcept {
+  if (!triggered_.empty()) fire_triggered(last_now_);
   flush();
-  // Frames the port did not take go with the next poll step: due now.
-  due_ns_.store(txq_n_ ? 0 : core_->next_deadline(), std::memory_order_relaxed);
+  if (!large_rdv_.empty()) [[unlikely]] {
+    for (uint32_t id : large_rdv_) core_->set_peer_rdv_segment(id, kIndirectSegment);
+    large_rdv_.clear();
+  }
+  if (!lost_.empty()) [[unlikely]] {
+    const uint64_t now = core_time(last_now_);
+    for (size_t i = 0; i < lost_.size(); ++i) core_->lose_peer(lost_[i], now);  // may add more
+    bump(stats_.local_lost, lost_.size());
+    lost_.clear();
+    flush();
+  }
+  // Frames the port did not take go with the next poll step: due now. So do triggered
+  // operations: their counters may move without a call into this endpoint.
+  due_ns_.store(txq_n_ || !triggered_.empty() ? 0 : core_->next_deadline(),
+                std::memory_order_relaxed);
 }
 
 void RdmEndpoint::flush() noexcept {
@@ -333,6 +492,11 @@ bool RdmEndpoint::make_headers(Peer& p) noexcept {
 
 bool RdmEndpoint::transmit(fi_addr_t peer, const wire::RdmHeader& h,
                            std::span<const uint8_t> data) noexcept {
+  if (Peer& p = peers_[peer]; p.addr.has_node() && link_->local()) {
+    if (shm::Conn* c = link_->local_route(p.addr))
+      return transmit_local(p, static_cast<uint32_t>(peer), c, h, data);
+    if (link_->local_pending(p.addr)) return false;  // its link is being made: the core retries
+  }
   if (txq_n_ == kTxBurst) {
     flush();
     if (txq_n_ == kTxBurst) return false;  // the port is full: the core tries again later
@@ -377,17 +541,98 @@ bool RdmEndpoint::transmit(fi_addr_t peer, const wire::RdmHeader& h,
   return true;
 }
 
+bool RdmEndpoint::transmit_local(Peer& p, uint32_t id, shm::Conn* c, const wire::RdmHeader& h,
+                                 std::span<const uint8_t> data) noexcept {
+  // Rendezvous data to a peer that can read our memory stays where it is (the application's
+  // buffer, valid until the peer acknowledges it): the peer copies it once, with
+  // process_vm_readv, straight into its receive (deliver_indirect).
+  const bool by_ref =
+      h.kind == wire::RdmKind::kRdvData && data.size() >= kIndirectMin && c->peer_reads_us();
+  if (by_ref && !p.large_rdv) {
+    p.large_rdv = true;  // from now on in large segments (finish: the core may not be called here)
+    try {
+      large_rdv_.push_back(id);
+    } catch (...) {
+    }
+  }
+  uint8_t hdr[wire::kRdmRmaHeaderLen + sizeof(shm::RdmIndirect)];
+  size_t hl = wire::write_rdm_header(hdr, h);  // the core's own header: valid (wire/rdm.h)
+  if (by_ref) {
+    const shm::RdmIndirect ind{reinterpret_cast<uint64_t>(data.data()), data.size()};
+    std::memcpy(hdr + hl, &ind, sizeof(ind));
+    hl += sizeof(ind);
+    data = {};
+  }
+  const shm::RecordHeader rh{0,
+                             by_ref ? shm::RecordKind::kRdmIndirect : shm::RecordKind::kRdm,
+                             0,
+                             rte_be_to_cpu_16(ep_id_be_),
+                             udp_port_be_,
+                             p.addr.udp_port_be,
+                             rte_be_to_cpu_16(p.addr.ep_id_be),
+                             0};
+  switch (c->send(rh, {hdr, hl}, data)) {
+    case 0:
+      bump(stats_.tx_frames);
+      bump(stats_.local_tx);
+      if (by_ref) bump(stats_.local_indirect_tx);
+      return true;
+    case -FI_EHOSTUNREACH:
+      // The peer's process is gone (or never was there): its operations fail once this core call
+      // is over (finish), as link_lost would have them.
+      if (std::find(lost_.begin(), lost_.end(), id) == lost_.end()) {
+        try {
+          lost_.push_back(id);
+        } catch (...) {
+        }
+      }
+      return true;  // taken: nothing is resent to a peer that is gone
+    default:
+      return false;  // the ring is full or the link is coming up: the core tries again soon
+  }
+}
+
+void RdmEndpoint::link_lost(uint32_t node_be, uint32_t nonce_be) noexcept {
+  wait::WakeBatch wakes;  // a poll step's batch: it is open already
+  CoreLock lock(mu_);
+  if (!core_) return;
+  for (uint32_t id = 0; id < peers_.size(); ++id) {
+    const wire::Address& a = peers_[id].addr;
+    if (a.node_be == node_be && a.nonce_be == nonce_be && a.host_be != 0) {
+      try {
+        lost_.push_back(id);
+      } catch (...) {
+      }
+    }
+  }
+  if (lost_.empty()) return;
+  last_now_ = core_time(rx_clock_.now_ns());
+  finish();
+}
+
 void RdmEndpoint::complete(const rdm::Completion& c) noexcept {
-  const bool tx = c.flags & FI_SEND;
-  event::Cq* cq = tx ? tx_cq_ : rx_cq_;
-  event::Cntr* cntr = tx ? tx_cntr_ : rx_cntr_;
+  // Which side and counter the completion is for: our sends, writes, reads and atomics (the
+  // transmit CQ), our receives and the remote writes with CQ data at this target (the receive
+  // CQ), the remote reads (counters only).
+  const CntrKind kind = c.flags & FI_REMOTE_WRITE  ? CntrKind::kRemoteWrite
+                        : c.flags & FI_REMOTE_READ ? CntrKind::kRemoteRead
+                        : c.flags & FI_WRITE       ? CntrKind::kWrite
+                        : c.flags & FI_READ        ? CntrKind::kRead
+                        : c.flags & FI_SEND        ? CntrKind::kSend
+                                                   : CntrKind::kRecv;
+  const bool tx = kind == CntrKind::kSend || kind == CntrKind::kWrite || kind == CntrKind::kRead;
+  event::Cq* cq = tx ? tx_cq_ : kind == CntrKind::kRemoteRead ? nullptr : rx_cq_;
+  event::Cntr* cntr = cntrs_[static_cast<size_t>(kind)];
+  // The region's own counter (fi_mr_bind) counts what reached it.
+  if (c.region_cntr && c.count) static_cast<event::Cntr*>(c.region_cntr)->add(1);
   fi_addr_t src = FI_ADDR_NOTAVAIL;
   const wire::Address* from = !tx && c.src < peers_.size() ? &peers_[c.src].addr : nullptr;
   if (from && cfg_.source && av_)
     src = av_->reverse(from->ipv4_be, from->udp_port_be, from->ep_id_be);
   // FI_SOURCE_ERR: a message from an address the AV does not hold is an error whose err_data is
   // that address (fi_cq(3)), so that the application can insert it.
-  const bool unknown = !c.err && from && cfg_.source_err && src == FI_ADDR_NOTAVAIL;
+  const bool unknown =
+      !c.err && from && cfg_.source_err && src == FI_ADDR_NOTAVAIL && kind == CntrKind::kRecv;
   if (c.err || unknown) {
     if (cntr && c.count) cntr->add_err(1);
     if (!cq || !c.cq) return;

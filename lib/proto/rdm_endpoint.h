@@ -64,7 +64,16 @@ struct RdmEndpointStats {
   std::atomic<uint64_t> peers{0};          ///< peer ids given out
   std::atomic<uint64_t> peers_refused{0};  ///< frames from new peers beyond max_peers: dropped
   std::atomic<uint64_t> cq_overrun{0};     ///< completions that found their CQ full
+  /// The same-host path (shm/node.h): packets sent through it and received from it (the port
+  /// carried the rest of tx_frames / rx_frames), and peers lost with their process.
+  std::atomic<uint64_t> local_tx{0}, local_rx{0}, local_lost{0};
+  /// Rendezvous segments sent and received by reference (one cross-memory copy by the receiver).
+  std::atomic<uint64_t> local_indirect_tx{0}, local_indirect_rx{0}, local_indirect_failed{0};
 };
+
+/// The counters an RDM endpoint can be bound to (fi_ep_bind flags FI_SEND, FI_RECV, FI_WRITE,
+/// FI_READ, FI_REMOTE_WRITE, FI_REMOTE_READ).
+enum class CntrKind : uint8_t { kSend, kRecv, kWrite, kRead, kRemoteWrite, kRemoteRead, kCount };
 
 class RdmEndpoint final : public Receiver, private rdm::CoreSink {
  public:
@@ -83,6 +92,8 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   // ---- set-up (control path, before enable) ----
   void bind_cq(event::Cq* cq, bool tx, bool rx, bool selective) noexcept;
   void bind_cntr(event::Cntr* c, bool tx, bool rx) noexcept;
+  /// A counter of one kind (the RMA ones: writes, reads, remote writes and atomics, remote reads).
+  void bind_cntr(event::Cntr* c, CntrKind kind) noexcept;
   void bind_av(const AddressVector* av) noexcept { av_ = av; }
   Config& config() noexcept { return cfg_; }
   /// Makes the core (cfg_ as set by then). 0 or the core's error.
@@ -111,10 +122,10 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   wire::Address address() const noexcept;
 
   // ---- data path (application threads, after enable) ----
-  /// fi_send & co (op.dest is an fi_addr of the AV; op.completion as selective completion says).
-  /// -FI_EINVAL: NULL buffer with a length, or `dest` not in the AV; -FI_EMSGSIZE; -FI_EAGAIN:
-  /// tx_ops sends in progress, or no CQ room (RM); -FI_EHOSTUNREACH: the peer was declared
-  /// unreachable.
+  /// fi_send & co, and the RMA and atomic calls (op.kind; op.dest is an fi_addr of the AV;
+  /// op.completion as selective completion says). -FI_EINVAL: NULL buffer with a length, `dest`
+  /// not in the AV, or what RdmCore::send refuses; -FI_EMSGSIZE; -FI_EAGAIN: tx_ops operations in
+  /// progress, or no CQ room (RM); -FI_EHOSTUNREACH: the peer was declared unreachable.
   ssize_t send(rdm::SendOp op) noexcept;
   /// fi_recv & co (op.match.src is an fi_addr of the AV, or FI_ADDR_UNSPEC; op.completion as
   /// selective completion says). -FI_EINVAL for a
@@ -123,6 +134,12 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   ssize_t recv(rdm::RecvOp op) noexcept;
   /// fi_cancel of a posted receive. 0 or -FI_ENOENT.
   int cancel(void* context) noexcept;
+  /// FI_TRIGGER (fi_trigger(3), FI_TRIGGER_THRESHOLD): `op` is posted once `cntr`'s value reaches
+  /// `threshold` (checked after every call into the endpoint and every poll step). The checks of
+  /// send() apply when it is posted; an op the core refuses then completes as an error with its
+  /// context. 0; -FI_EINVAL for a NULL counter or buffer; -FI_EAGAIN when kMaxTriggered wait.
+  ssize_t trigger(const rdm::SendOp& op, event::Cntr* cntr, uint64_t threshold) noexcept;
+  static constexpr size_t kMaxTriggered = 1024;
 
   // ---- receive side (the port's RX owner) ----
   bool deliver(const wire::Frame& f, rte_mbuf* m) noexcept override;
@@ -133,6 +150,7 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   uint64_t timer_due_ns() const noexcept override {
     return due_ns_.load(std::memory_order_relaxed);
   }
+  void link_lost(uint32_t node_be, uint32_t nonce_be) noexcept override;
 
   const RdmEndpointStats& stats() const noexcept { return stats_; }
   const wire::RdmDecodeStats& rdm_decode() const noexcept { return decode_; }
@@ -144,7 +162,10 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
 
  private:
   struct Peer {
-    wire::Address addr;  // mac, ipv4, udp port, ep id (network order)
+    wire::Address addr;  // mac, ipv4, udp port, ep id (network order), host part
+    // Same-host peer reached through a link that copies rendezvous data out of our memory
+    // (kRdmIndirect): the core was told to send it in large segments (set_peer_rdv_segment).
+    bool large_rdv = false;
     // The headers of frames to it (links without UDP checksum: transmit); made on the first frame
     // after our address was set.
     bool headers_ok = false;
@@ -152,6 +173,13 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   };
   static constexpr uint32_t kNoPeer = UINT32_MAX;
   static constexpr size_t kTxBurst = 32;
+  /// Same-host rendezvous by reference (transmit_local): segments of at least kIndirectMin
+  /// bytes go so, and once a peer takes them, its rendezvous data goes in segments of
+  /// kIndirectSegment (one copy, one record, per MiB); the receiver refuses more than
+  /// kMaxIndirect in one.
+  static constexpr uint64_t kIndirectMin = 4096;
+  static constexpr uint64_t kIndirectSegment = 1 << 20;
+  static constexpr uint64_t kMaxIndirect = 1 << 24;
 
   RdmEndpoint(Link* link, const Config& cfg) : link_(link), cfg_(cfg) {}
   static uint64_t now_ns() noexcept;
@@ -172,6 +200,9 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   uint32_t peer_of(fi_addr_t a) noexcept;
   // Under mu_. The peer id of a frame's source (peer_id, through rx_key_).
   uint32_t peer_from(const wire::Address& a) noexcept;
+  // Under mu_, on the send path: `a` (an AV entry) names another node instance than peer `id`
+  // had: RdmCore::renew_peer.
+  void renew_if_new_instance(uint32_t id, const wire::Address& a) noexcept;
   // Under mu_ (FI_RM_ENABLED): whether `cq` has room for every operation that may still
   // complete into it (sends in progress, receives posted) and one more.
   bool cq_room(const event::Cq* cq) const noexcept;
@@ -180,8 +211,19 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   wire::Route route_to(const Peer& p) const noexcept;
   wire::Header outer_to(const Peer& p, uint32_t payload_len) const noexcept;
   bool make_headers(Peer& p) noexcept;
-  // Under mu_: gives queued frames to the port; refreshes due_ns_.
+  // Under mu_: gives queued frames to the port; refreshes due_ns_; loses the peers the same-host
+  // path found gone during the call (lost_).
   void finish() noexcept;
+  // Under mu_: a packet to same-host peer `p` through its link `c`. As transmit().
+  bool transmit_local(Peer& p, uint32_t id, shm::Conn* c, const wire::RdmHeader& h,
+                      std::span<const uint8_t> data) noexcept;
+  // RX owner: a kRdmIndirect packet (its data stays in the sender's memory): copied from there
+  // straight into the receive's buffer (RdmCore::rdv_placement), then given to the core.
+  bool deliver_indirect(const wire::Frame& f) noexcept;
+  // Under mu_: send() once the op's checks passed and the time is known.
+  ssize_t send_locked(rdm::SendOp op, uint64_t now) noexcept;
+  // Under mu_: posts the triggered operations whose counters reached their threshold.
+  void fire_triggered(uint64_t now) noexcept;
   void flush() noexcept;
 
   // rdm::CoreSink (under mu_)
@@ -196,8 +238,7 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   event::Cq* tx_cq_ = nullptr;
   event::Cq* rx_cq_ = nullptr;
   bool tx_selective_ = false, rx_selective_ = false;
-  event::Cntr* tx_cntr_ = nullptr;
-  event::Cntr* rx_cntr_ = nullptr;
+  event::Cntr* cntrs_[static_cast<size_t>(CntrKind::kCount)] = {};
   uint16_t udp_port_be_ = 0, ep_id_be_ = 0;
   // The link takes frames without UDP checksum and without offloads (memif, ring): frames are
   // built from each peer's HeaderTemplate (set with our address).
@@ -222,8 +263,21 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   uint32_t tx_peer_ = kNoPeer;         // ...and its peer id
   uint64_t rx_key_ = 0;                // key_of the last frame's source...
   uint32_t rx_peer_ = kNoPeer;         // ...and its peer id (kNoPeer: none yet)
-  rte_mbuf* txq_[kTxBurst] = {};       // frames built during the call in progress
+  struct Triggered {
+    rdm::SendOp op;
+    event::Cntr* cntr;
+    uint64_t threshold;
+    std::vector<uint8_t> compare;  // a compare atomic's values (the caller's may be gone)
+  };
+  std::vector<Triggered> triggered_;  // under mu_ (FI_TRIGGER), at most kMaxTriggered
+  rte_mbuf* txq_[kTxBurst] = {};      // frames built during the call in progress
   uint32_t txq_n_ = 0;
+  // Under mu_: same-host peers whose node was found gone during the core call in progress (the
+  // sink may not call back into the core): lost in finish().
+  std::vector<uint32_t> lost_;
+  // Under mu_: same-host peers whose rendezvous data goes by reference from now on (the sink
+  // may not call back into the core: set_peer_rdv_segment in finish()).
+  std::vector<uint32_t> large_rdv_;
   uint16_t ip_id_ = 0;
   std::atomic<uint64_t> due_ns_{UINT64_MAX};  // the core's next deadline
   uint64_t last_now_ = 0;                     // under mu_: the last time given to the core

@@ -186,6 +186,11 @@ class RdmPeer {
            h.seq == sh_->cfg.initial_seq;
   }
   bool unreachable() const noexcept { return unreachable_; }
+  /// Declares the peer unreachable now (the host knows it is gone: a same-host peer whose process
+  /// ended). As after retransmissions unanswered: PeerHost::unreachable, once.
+  void lose() noexcept {
+    if (!unreachable_) declare_unreachable();
+  }
   /// On a peer that has sent nothing yet: our stream to it continues at `seq` instead of
   /// initial_seq. A restarted peer whose first packet acknowledges packets of ours (it took the
   /// start of a stream we had begun with its old instance) expects `seq` next; a stream from

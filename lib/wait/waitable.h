@@ -260,7 +260,10 @@ class Waitable {
     }
     const std::span<const int> fds = src ? src->sleep_fds() : std::span<const int>();
     const bool on_fds = !fds.empty();
-    const int64_t slice = src && !on_fds ? src->poll_interval_ns() : -1;
+    // A source that needs a progress step now and then although it has fds (an EQ whose AV waits
+    // for ARP replies on a port the fds do not cover: the fds may be the same-host path's alone)
+    // gives a poll interval too: the sleep is cut into slices of it.
+    const int64_t slice = src ? src->poll_interval_ns() : -1;
     for (;;) {
       // A plain poll step before arming, although try_arm's A3 polls again: work that is
       // already there is found without arming the port, which would have the peer kick us for
@@ -289,8 +292,8 @@ class Waitable {
       const bool sliced = slice >= 0 && (d.infinite() || d.remaining_ns() > slice);
       slept = true;
       const int64_t slept_at = Deadline::now_ns();
-      Woke w = on_fds ? signal_->wait_fds(d, gen, fds)
-                      : signal_->wait(sliced ? Deadline::after_ns(slice) : d, gen);
+      const Deadline until = sliced ? Deadline::after_ns(slice) : d;
+      Woke w = on_fds ? signal_->wait_fds(until, gen, fds) : signal_->wait(until, gen);
       if (src) src->woke(slept_at);
       if (w == Woke::kSource) continue;  // the port woke us: the next round polls it
       if (sliced && w == Woke::kTimeout) {

@@ -18,7 +18,9 @@
 //
 // Batches nest: a batch opened while another is open on the thread does nothing, and the
 // outermost one makes every wake-up (a poll step that delivers to an endpoint, which takes its
-// lock, wakes after the whole step). Without an open batch, defer() wakes at once.
+// lock, wakes after the whole step). Without an open batch, defer() wakes at once. A poll step
+// flushes its batch (flush_now) just before it lets go of the receive side, which endpoint unbind
+// waits for: a deferred raise never outlives the CQ, EQ or counter it names.
 //
 // Delaying a wake-up is safe for the arm protocol (waitable.h): the producer's decision (the
 // exchange of `armed`) is made at once, and the consumer it decided to wake stays armed, asleep or
@@ -55,6 +57,11 @@ class WakeBatch {
   static void defer(Fn fn, void* arg, uint64_t value = 0, bool once = false) noexcept {
     WakeBatch* b = t_open;
     if (b == nullptr || !b->push(fn, arg, value, once)) fn(arg, value);
+  }
+  /// Makes the queued calls now and closes the batch (the outermost batch only; an inner one
+  /// leaves them to the outer). The destructor then has nothing left to do.
+  void flush_now() noexcept {
+    if (!outer_) flush();
   }
   /// Whether a batch is open on this thread.
   static bool open() noexcept { return t_open != nullptr; }

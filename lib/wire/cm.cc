@@ -49,8 +49,7 @@ CmVerdict cm_validate(const CmHeader& h, size_t data_len) noexcept {
 CmVerdict decode_cm(const Header& outer, std::span<const uint8_t> payload, CmHeader* out,
                     std::span<const uint8_t>* data, CmDecodeStats& stats) noexcept {
   auto verdict = [&]() noexcept -> CmVerdict {
-    if (outer.type != Type::kCm || outer.flags != 0 || outer.seq != 0 || outer.ack != 0 ||
-        outer.msg_id != 0 || outer.cq_data != 0)
+    if (outer.type != Type::kCm || outer.flags != 0 || outer.cq_data != 0)
       return CmVerdict::kOuterHeader;
     if (payload.size() < kCmHeaderLen) return CmVerdict::kTruncated;
     const uint8_t* p = payload.data();

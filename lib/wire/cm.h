@@ -5,9 +5,10 @@
 //
 //   dpfab payload = CM header (16 bytes) + connection data (data_len bytes)
 //
-// As for RDM frames (rdm.h), the dpfab header of a CM frame carries no state of its own: its flags,
-// seq, ack, msg_id and cq_data are 0 (decode_cm rejects anything else), so that the CM layout is
-// versioned on its own (cm_version).
+// As for RDM frames (rdm.h), the dpfab header of a CM frame carries no state of its own: its flags
+// and cq_data are 0 (decode_cm rejects anything else), so that the CM layout is versioned on its
+// own (cm_version). The dpfab header's type is Type::kCm; the CM kinds (CmKind) are numbered on
+// their own, in the CM header.
 //
 // 16 bytes, every multi-byte field big-endian:
 //
@@ -56,7 +57,7 @@ namespace dpfab::wire {
 inline constexpr uint8_t kCmVersion = 1;
 inline constexpr size_t kCmHeaderLen = 16;
 /// The most connection data a CM frame carries (FI_OPT_CM_DATA_SIZE). 16 + 256 bytes fit the
-/// payload of the smallest MTU dpfab runs at (576: 516 bytes).
+/// payload of the smallest MTU dpfab runs at (576: 528 bytes).
 inline constexpr size_t kCmMaxData = 256;
 
 enum class CmKind : uint8_t {
@@ -103,7 +104,7 @@ struct CmHeader {
 /// What decode_cm made of a payload: kOk, or why it was rejected.
 enum class CmVerdict : uint8_t {
   kOk,
-  kOuterHeader,  ///< the dpfab header is not kCm, or has flags/seq/ack/msg_id/cq_data set
+  kOuterHeader,  ///< the dpfab header is not kCm, or has flags or cq_data set
   kTruncated,    ///< shorter than the CM header
   kVersion,      ///< cm_version != kCmVersion
   kKind,         ///< unknown kind

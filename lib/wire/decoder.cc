@@ -13,32 +13,33 @@ namespace dpfab::wire {
 namespace {
 
 constexpr const char* kVerdictNames[] = {
-    "data",
-    "arp",
-    "eth-truncated",
-    "vlan",
-    "ethertype",
-    "ip-truncated",
-    "ip-version",
-    "ip-header-length",
-    "ip-checksum",
-    "ip-total-length",
-    "ip-fragment",
-    "ip-protocol",
-    "udp-length",
-    "udp-checksum",
-    "header-version",
-    "header-type",
-    "header-flags",
-    "payload-length",
-    "segmented-header",
-    "ip-source",
-    "ip-destination",
+    "data",           "arp",
+    "eth-truncated",  "vlan",
+    "ethertype",      "ip-truncated",
+    "ip-version",     "ip-header-length",
+    "ip-checksum",    "ip-total-length",
+    "ip-fragment",    "ip-protocol",
+    "udp-length",     "udp-checksum",
+    "header-version", "old-version",
+    "header-type",    "header-flags",
+    "payload-length", "segmented-header",
+    "ip-source",      "ip-destination",
 };
 static_assert(std::size(kVerdictNames) == static_cast<size_t>(Verdict::kCount));
 
 // Smallest IPv4 total length we accept beyond the IPv4 header: UDP header + dpfab header.
 constexpr size_t kMinL4 = kUdpHdrLen + kHeaderLen;
+
+// Whether the `len` dpfab bytes at `hdr` (UDP length - 8; the first kHeaderLen of them readable)
+// are a frame of wire version 1 (format.h): its version, one of the types it sent (the same
+// numbers as ours), and its payload_len, at the offset version 2 keeps, agreeing with the UDP
+// length under the 32-byte header. A datagram of someone else's protocol that merely starts
+// with a 1 is not taken for an old dpfab.
+inline bool is_v1_frame(const uint8_t* hdr, size_t len) noexcept {
+  static_assert(kPayloadLenOffset + 4 <= kHeaderLen, "v1's payload_len lies in our header");
+  return hdr[0] == v1::kVersion && type_accepted(hdr[1]) && len >= v1::kHeaderLen &&
+         load_be32(hdr + kPayloadLenOffset) == len - v1::kHeaderLen;
+}
 
 // The one decoder. `p` points at the frame; its first `head_len` bytes are contiguous; the frame
 // is `frame_len` bytes in all (head_len == frame_len for a flat buffer). `l4_sum(off, len, &sum)`
@@ -120,9 +121,19 @@ inline Verdict decode_core(const uint8_t* p, size_t head_len, size_t frame_len, 
     }
   }
 
-  // dpfab header.
+  // dpfab header: the version first, before anything of this version's layout is read.
   const uint8_t* hdr = udp + kUdpHdrLen;
-  if (unlikely(hdr[0] != kVersion)) return Verdict::kHeaderVersion;
+  if (unlikely(hdr[0] != kVersion)) {
+    if (!is_v1_frame(hdr, udp_len - kUdpHdrLen)) return Verdict::kHeaderVersion;
+    // Whom to tell: the old peer's addresses.
+    std::memcpy(&f->dst_mac, p, RTE_ETHER_ADDR_LEN);
+    std::memcpy(&f->src_mac, p + 6, RTE_ETHER_ADDR_LEN);
+    f->src_ip_be = load_raw32(ip + 12);
+    f->dst_ip_be = load_raw32(ip + 16);
+    f->src_port_be = load_raw16(udp);
+    f->dst_port_be = load_raw16(udp + 2);
+    return Verdict::kOldVersion;
+  }
   if (unlikely(!type_accepted(hdr[1]))) return Verdict::kHeaderType;
   f->header = read_header(hdr);
   if (unlikely((f->header.flags & ~kKnownFlags) != 0)) return Verdict::kHeaderFlags;

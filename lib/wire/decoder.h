@@ -9,7 +9,7 @@
 //             (0x8100/0x88a8) and everything else is rejected.
 //   IPv4      >= 20 bytes; version 4; IHL >= 5 (options are skipped); IHL*4 bytes present;
 //             header checksum valid, unless the NIC verified it (RxChecksum); total length
-//             within the frame (Ethernet padding after it is ignored) and >= IHL*4 + 8 + 32;
+//             within the frame (Ethernet padding after it is ignored) and >= IHL*4 + 8 + 20;
 //             not a fragment (MF set or offset != 0: we never send fragments); protocol UDP.
 //   addresses source MAC not a group address, source IPv4 neither multicast nor broadcast;
 //             destination IPv4 multicast (224.0.0.0/4) exactly when the destination MAC is a
@@ -19,8 +19,10 @@
 //             are rejected.
 //   UDP       length == IPv4 total length - IHL*4; checksum valid when non-zero, unless the NIC
 //             verified it (a zero checksum means "none" in IPv4 and is accepted).
-//   dpfab     version == kVersion; type_accepted(type); no flag outside kKnownFlags;
-//             payload_len == UDP length - 8 - 32.
+//   dpfab     version == kVersion, checked before anything else of the header is read: a frame
+//             of wire version 1 (format.h: version byte 1, a known type, and its payload_len at
+//             offset 8 == UDP length - 8 - 32) is kOldVersion, any other version kHeaderVersion;
+//             type_accepted(type); no flag outside kKnownFlags; payload_len == UDP length - 8 - 20.
 // What the decoder does not check: whether a unicast destination MAC/IP or any destination port is
 // ours (the caller demultiplexes on them; a multicast frame's group is a member check there too),
 // TTL, DSCP/ECN, the DF bit, the IPv4 identification.
@@ -59,10 +61,11 @@ enum class Verdict : uint8_t {
   kIpProtocol,       ///< not UDP
   kUdpLength,        ///< UDP length != IPv4 total length - IHL*4
   kUdpChecksum,      ///< UDP checksum non-zero and wrong (or the NIC said so)
-  kHeaderVersion,    ///< dpfab version != kVersion
-  kHeaderType,       ///< dpfab type not accepted (unknown or reserved)
+  kHeaderVersion,    ///< dpfab version != kVersion, and not a frame of wire version 1
+  kOldVersion,       ///< a frame of wire version 1 (format.h): the peer runs an older dpfab
+  kHeaderType,       ///< dpfab type not accepted (type_accepted: 0, 2-6 or above 8)
   kHeaderFlags,      ///< dpfab flag bits outside kKnownFlags
-  kPayloadLength,    ///< dpfab payload_len != UDP length - 8 - 32
+  kPayloadLength,    ///< dpfab payload_len != UDP length - 8 - 20
   kSegmentedHeader,  ///< mbuf: the headers do not all lie in the first segment
   kIpSource,         ///< source MAC a group address, or source IPv4 multicast or broadcast
   kIpDestination,    ///< destination IPv4 and MAC disagree: multicast IPv4 without its group MAC,
@@ -98,14 +101,15 @@ struct RxChecksums {
 /// A decoded frame. Addresses and ports in network byte order (as wire::Address), the dpfab
 /// header in host byte order. Valid only for the verdicts named; unspecified on a reject.
 struct Frame {
-  rte_ether_addr dst_mac{};  ///< kData, kArp
-  rte_ether_addr src_mac{};  ///< kData, kArp
+  rte_ether_addr dst_mac{};  ///< kData, kArp, kOldVersion
+  rte_ether_addr src_mac{};  ///< kData, kArp, kOldVersion
+  // kData and kOldVersion (so that the old peer can be named):
   uint32_t src_ip_be = 0;
   uint32_t dst_ip_be = 0;
   uint16_t src_port_be = 0;
   uint16_t dst_port_be = 0;
-  uint16_t ip_id = 0;  ///< host byte order
-  Header header;       ///< payload_len == this->payload_len
+  uint16_t ip_id = 0;  ///< kData; host byte order
+  Header header;       ///< kData; payload_len == this->payload_len
   /// kData: payload offset from the start of the frame (kPayloadOffset plus IPv4 options).
   uint32_t payload_offset = 0;
   /// kData: payload bytes. kArp: bytes from the ARP header to the end of the (first segment of
@@ -115,6 +119,16 @@ struct Frame {
   /// decode_mbuf only when it lies in the first segment, else nullptr: use payload_offset with
   /// the mbuf chain). kArp: the ARP header.
   const uint8_t* payload = nullptr;
+  /// The sender's host part (wire::Address host_be, node_be, nonce_be) when the frame came through
+  /// the same-host path (shm/node.h), else 0: the decoders never set them.
+  uint64_t src_host_be = 0;
+  uint32_t src_node_be = 0;
+  uint32_t src_nonce_be = 0;
+  /// The same-host link the frame came through (an shm::Conn), else null.
+  const void* src_link = nullptr;
+  /// An RDM packet whose data stayed in the sender's memory (shm kRdmIndirect): the payload is
+  /// the RDM header followed by an shm::RdmIndirect (where the data is there, and its length).
+  bool indirect = false;
 };
 
 /// Decodes the frame in `bytes` (Ethernet header first, no FCS). `nic` says which checksums the

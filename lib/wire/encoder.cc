@@ -22,7 +22,8 @@ int check(const Header& h, size_t payload_len) noexcept {
   return 0;
 }
 
-// Writes the 74 header bytes at p for a payload of payload_len bytes, both checksum fields 0.
+// Writes the kOverhead (62) header bytes at p for a payload of payload_len bytes, both checksum
+// fields 0.
 void write_headers(uint8_t* p, const Route& r, const Header& h, uint32_t payload_len,
                    uint16_t ip_id) noexcept {
   std::memcpy(p, &r.dst_mac, RTE_ETHER_ADDR_LEN);

@@ -39,7 +39,8 @@ struct TxChecksumCaps {
 };
 
 /// Encodes a whole frame in a raw buffer: frame[kPayloadOffset, frame.size()) already holds the
-/// payload; writes the 74 header bytes in front of it with both checksums computed in software.
+/// payload; writes the kOverhead (62) header bytes in front of it with both checksums computed in
+/// software.
 /// IPv4: IHL 5, DF set, TTL 64, identification `ip_id`. `h` is written as given except
 /// payload_len, which becomes frame.size() - kOverhead.
 /// @return 0 on success; -EINVAL if frame.size() < kOverhead, if h.version != kVersion, h.type is
@@ -49,12 +50,12 @@ struct TxChecksumCaps {
 [[nodiscard]] int encode_frame(std::span<uint8_t> frame, const Route& route, const Header& h,
                                uint16_t ip_id) noexcept;
 
-/// Prepends the 74 header bytes to `m`, whose pkt_len bytes (in one segment or a chain) are the
-/// payload. Checksums the NIC computes per `caps` are prepared for offload: ol_flags gets
-/// RTE_MBUF_F_TX_IPV4 plus RTE_MBUF_F_TX_IP_CKSUM and/or RTE_MBUF_F_TX_UDP_CKSUM, l2_len and
-/// l3_len are set, the IPv4 checksum field is left 0 and the UDP one holds the pseudo-header sum
-/// (rte_ipv4_phdr_cksum); the others are computed in software (over the whole chain). Other TX
-/// checksum flags in ol_flags are cleared. Fields as for encode_frame.
+/// Prepends the kOverhead (62) header bytes to `m`, whose pkt_len bytes (in one segment or a
+/// chain) are the payload. Checksums the NIC computes per `caps` are prepared for offload:
+/// ol_flags gets RTE_MBUF_F_TX_IPV4 plus RTE_MBUF_F_TX_IP_CKSUM and/or RTE_MBUF_F_TX_UDP_CKSUM,
+/// l2_len and l3_len are set, the IPv4 checksum field is left 0 and the UDP one holds the
+/// pseudo-header sum (rte_ipv4_phdr_cksum); the others are computed in software (over the whole
+/// chain). Other TX checksum flags in ol_flags are cleared. Fields as for encode_frame.
 /// @return 0 on success; -EINVAL as for encode_frame (or m == nullptr); -ENOSPC when the first
 ///         segment has less than kOverhead bytes of headroom; -EMSGSIZE if the payload exceeds
 ///         kMaxPayload. `m` is unchanged on error.
@@ -72,8 +73,8 @@ class HeaderTemplate {
   /// Prepares the headers of `route` (its dst_mac aside) and `h` (its payload_len aside).
   /// @return 0; -EINVAL as for encode_frame (a header we would reject).
   int init(const Route& route, const Header& h) noexcept;
-  /// Writes the 74 header bytes at `p` for a payload of `payload_len` <= kMaxPayload bytes to
-  /// the 6-byte MAC `dst_mac` with identification `ip_id`; the UDP checksum is 0 ("none
+  /// Writes the kOverhead (62) header bytes at `p` for a payload of `payload_len` <= kMaxPayload
+  /// bytes to the 6-byte MAC `dst_mac` with identification `ip_id`; the UDP checksum is 0 ("none
   /// computed").
   void write(uint8_t* p, const uint8_t* dst_mac, uint32_t payload_len,
              uint16_t ip_id) const noexcept {
@@ -91,7 +92,7 @@ class HeaderTemplate {
     const auto cksum = static_cast<uint16_t>(~sum);
     std::memcpy(ip + 10, &cksum, 2);
     store_be16(p + kUdpOffset + 4, static_cast<uint16_t>(kUdpHdrLen + kHeaderLen + payload_len));
-    store_be32(p + kHeaderOffset + 8, payload_len);  // the dpfab header's payload_len
+    store_be32(p + kHeaderOffset + kPayloadLenOffset, payload_len);  // the dpfab header's
   }
 
  private:

@@ -8,30 +8,57 @@
 //       14    20  IPv4: version 4, IHL 5 (we send no options; we accept them), DF set, TTL 64,
 //                 protocol 17, header checksum
 //       34     8  UDP: source port, destination port, length, checksum (RFC 768)
-//       42    32  the dpfab header (below)
-//       74     n  payload, n = dpfab payload_len = UDP length - 8 - 32
+//       42    20  the dpfab header (below)
+//       62     n  payload, n = dpfab payload_len = UDP length - 8 - 20
 //
 // A UDP port names a dpfab port's listener; the endpoint id in the dpfab header names the endpoint
 // behind it (wire::Address is {MAC, IPv4, UDP port, endpoint id}).
 //
-// The dpfab header: 32 bytes, every multi-byte field in network byte order (big-endian).
+// The dpfab header (wire version 2): 20 bytes, every multi-byte field in network byte order
+// (big-endian).
 //
 //   offset  size  field        meaning
-//        0     1  version      kVersion (1). A receiver rejects any other value: a new layout
-//                              gets a new version.
+//        0     1  version      kVersion (2). A receiver rejects any other value: a new layout
+//                              gets a new version. Version 1 (below) is recognised and refused
+//                              under a verdict of its own (Verdict::kOldVersion).
 //        1     1  type         what the frame carries (Type). Unknown types are rejected.
 //        2     2  flags        Flag bits; bits a receiver does not know are rejected, so a flag
 //                              that changes the meaning of a frame cannot be silently ignored.
 //        4     2  src_ep       endpoint id of the sender, within its UDP port
 //        6     2  dst_ep       endpoint id of the receiver, within the destination UDP port
-//        8     4  payload_len  bytes of payload after the header; always UDP length - 8 - 32
-//       12     4  seq          reliability: sequence number of this frame (RDM issue); 0 for now
-//       16     4  ack          reliability: cumulative acknowledgement (RDM issue); 0 for now
-//       20     4  msg_id       the message this frame belongs to (RDM issue); 0 for now
-//       24     8  cq_data      remote CQ data (fi_senddata); meaningful when kHasCqData is set,
+//        8     4  payload_len  bytes of payload after the header; always UDP length - 8 - 20
+//       12     8  cq_data      remote CQ data (fi_senddata); meaningful when kHasCqData is set,
 //                              0 otherwise
 //
-// Header is the host-byte-order view of these 32 bytes; write_header()/read_header() convert.
+// Ordering: bytes 0-11 are those of version 1 at the same offsets (captures read the same, and a
+// receiver tells a version-1 frame by its payload_len at offset 8); cq_data follows them. With
+// the 42 bytes in front, all 62 header bytes of a frame lie in its first 64-byte cache line when
+// the frame starts on one (an mbuf's data does: RTE_PKTMBUF_HEADROOM, 128, into a cache-aligned
+// buffer), so the fast path's prepared headers (HeaderTemplate, encoder.h) are one line to copy
+// and the decoder reads one line before the payload; in version 1, msg_id straddled the first
+// two lines and cq_data lay in the second. The multi-byte fields are not naturally aligned in
+// the frame (payload_len at frame offset 50, cq_data at 54): every access is a memcpy load or
+// store, and an unaligned access within a cache line costs nothing extra on x86-64 or arm64, so
+// reordering for natural alignment (payload_len at 2, cq_data at 6) would buy nothing and would
+// move the fields that version 1 shares.
+//
+// Header is the host-byte-order view of these 20 bytes; write_header()/read_header() convert.
+//
+// Version history:
+//   1  32 bytes: the 20 above with cq_data at offset 24, after three 32-bit fields seq (12), ack
+//      (16) and msg_id (20) that were reserved for a reliability layer and always sent 0 (the
+//      RDM header, rdm.h, carries reliability instead). Types 2-6 (ack, nack, connreq,
+//      connresp, disconnect) were reserved for it and never sent. Frame overhead 74 bytes, 1440
+//      bytes of payload per frame at MTU 1500.
+//   2  20 bytes: seq, ack and msg_id dropped, the reserved types removed (their numbers stay
+//      unused, so that 1, 7 and 8 read the same in captures of either version). Frame overhead
+//      62 bytes, 1452 bytes of payload per frame at MTU 1500.
+// Versions do not interoperate. A frame of version 1 (version byte 1, a known type, and the
+// version-1 payload_len at offset 8 agreeing with the UDP length) is refused as
+// Verdict::kOldVersion, counted per port (telemetry port<N>_rx_old_version) and logged once per
+// port: it is never parsed as version 2. Any other version byte is Verdict::kHeaderVersion. A
+// version-1 receiver counts our frames as its "header-version" (or, below 12 bytes of payload,
+// "ip-total-length") rejects.
 #pragma once
 
 #include <rte_ether.h>
@@ -45,10 +72,10 @@ namespace dpfab::wire {
 inline constexpr size_t kEthHdrLen = 14;   ///< Ethernet II, untagged
 inline constexpr size_t kIpv4HdrLen = 20;  ///< IPv4 without options (what we send)
 inline constexpr size_t kUdpHdrLen = 8;
-inline constexpr size_t kHeaderLen = 32;  ///< the dpfab header
-/// Bytes in front of the payload of a frame we send: 14 + 20 + 8 + 32 = 74.
+inline constexpr size_t kHeaderLen = 20;  ///< the dpfab header
+/// Bytes in front of the payload of a frame we send: 14 + 20 + 8 + 20 = 62.
 inline constexpr size_t kOverhead = kEthHdrLen + kIpv4HdrLen + kUdpHdrLen + kHeaderLen;
-/// The part of kOverhead that counts against the (L3) MTU: 20 + 8 + 32 = 60.
+/// The part of kOverhead that counts against the (L3) MTU: 20 + 8 + 20 = 48.
 inline constexpr size_t kL3Overhead = kOverhead - kEthHdrLen;
 
 // Offsets of the headers in a frame we send (no IPv4 options).
@@ -63,14 +90,22 @@ inline constexpr size_t kMaxIpv4TotalLen = 65535;
 inline constexpr size_t kMaxPayload = kMaxIpv4TotalLen - kL3Overhead;
 
 /// The largest payload of one frame on a port with this MTU (the L3 MTU, as rte_eth_dev_get_mtu
-/// reports it: 1500 for standard Ethernet, so 1440). 0 when the MTU cannot hold the headers.
+/// reports it: 1500 for standard Ethernet, so 1452). 0 when the MTU cannot hold the headers.
 constexpr size_t max_payload(uint32_t mtu) noexcept {
   if (mtu <= kL3Overhead) return 0;
   size_t p = mtu - kL3Overhead;
   return p < kMaxPayload ? p : kMaxPayload;
 }
 
+inline constexpr uint8_t kVersion = 2;
+/// Offset of payload_len in the dpfab header (the same in versions 1 and 2).
+inline constexpr size_t kPayloadLenOffset = 8;
+
+/// Wire version 1, the previous layout (see the history above): recognised only to refuse it.
+namespace v1 {
 inline constexpr uint8_t kVersion = 1;
+inline constexpr size_t kHeaderLen = 32;  ///< cq_data at 24, after seq, ack, msg_id
+}  // namespace v1
 inline constexpr uint8_t kIpTtl = 64;
 inline constexpr uint16_t kEtherTypeIpv4 = 0x0800;
 inline constexpr uint16_t kEtherTypeArp = 0x0806;
@@ -78,27 +113,24 @@ inline constexpr uint16_t kEtherTypeVlan = 0x8100;  ///< 802.1Q
 inline constexpr uint16_t kEtherTypeQinQ = 0x88a8;  ///< 802.1ad
 inline constexpr uint8_t kIpProtoUdp = 17;
 
-/// What a frame carries (header byte 1). 0 is never valid.
+/// What a frame carries (header byte 1). 0 is never valid, and neither are 2-6: version 1
+/// reserved them (ack, nack, connreq, connresp, disconnect) for a reliability and connection
+/// layer that became the RDM and CM headers instead; nothing ever sent them. A new type takes the
+/// next free number (9), so that 1, 7 and 8 keep their meaning in captures of either version.
 enum class Type : uint8_t {
-  kData = 1,  ///< payload of a message (today: the whole message)
-  // Reserved for the RDM (reliability) issue; rejected until it implements them:
-  kAck = 2,         ///< acknowledges frames up to `ack`
-  kNack = 3,        ///< asks for retransmission from `ack`
-  kConnReq = 4,     ///< (reserved; FI_EP_MSG uses kCm)
-  kConnResp = 5,    ///< (reserved)
-  kDisconnect = 6,  ///< (reserved)
+  kData = 1,  ///< FI_EP_DGRAM: the payload is the whole message
   /// FI_EP_RDM: the payload starts with the versioned RDM header (wire/rdm.h), which carries the
-  /// reliability state; this header's seq/ack/msg_id/cq_data/flags are 0 (wire::decode_rdm checks
-  /// them). DGRAM endpoints drop frames of any type but kData.
+  /// reliability state; this header's flags and cq_data are 0 (wire::decode_rdm checks them).
+  /// DGRAM endpoints drop frames of any type but kData.
   kRdm = 7,
   /// FI_EP_MSG connection management: the payload starts with the versioned CM header
-  /// (wire/cm.h); this header's seq/ack/msg_id/cq_data/flags are 0 (wire::decode_cm checks them).
-  /// A connected endpoint's data goes as kRdm frames.
+  /// (wire/cm.h); this header's flags and cq_data are 0 (wire::decode_cm checks them). A
+  /// connected endpoint's data goes as kRdm frames.
   kCm = 8,
 };
 
-/// Whether a receiver accepts frames of this type: kData, kRdm and kCm. The reserved types are as
-/// unknown as any other value until something implements them.
+/// Whether a receiver accepts frames of this type: kData, kRdm and kCm; any other value is
+/// unknown.
 constexpr bool type_accepted(uint8_t t) noexcept {
   return t == static_cast<uint8_t>(Type::kData) || t == static_cast<uint8_t>(Type::kRdm) ||
          t == static_cast<uint8_t>(Type::kCm);
@@ -119,9 +151,6 @@ struct Header {
   uint16_t src_ep = 0;
   uint16_t dst_ep = 0;
   uint32_t payload_len = 0;
-  uint32_t seq = 0;
-  uint32_t ack = 0;
-  uint32_t msg_id = 0;
   uint64_t cq_data = 0;
 
   friend bool operator==(const Header&, const Header&) = default;
@@ -178,21 +207,19 @@ inline uint32_t load_raw32(const uint8_t* p) noexcept {
   return v;
 }
 
-/// Writes the 32 header bytes at `p`, exactly as given (no validation).
+/// Writes the 20 header bytes at `p`, exactly as given (no validation).
 inline void write_header(uint8_t* p, const Header& h) noexcept {
   p[0] = h.version;
   p[1] = static_cast<uint8_t>(h.type);
   store_be16(p + 2, h.flags);
   store_be16(p + 4, h.src_ep);
   store_be16(p + 6, h.dst_ep);
-  store_be32(p + 8, h.payload_len);
-  store_be32(p + 12, h.seq);
-  store_be32(p + 16, h.ack);
-  store_be32(p + 20, h.msg_id);
-  store_be64(p + 24, h.cq_data);
+  store_be32(p + kPayloadLenOffset, h.payload_len);
+  store_be64(p + 12, h.cq_data);
 }
 
-/// Reads the 32 header bytes at `p` (no validation: the decoder validates).
+/// Reads the 20 header bytes at `p` (no validation: the decoder validates, and checks the
+/// version before it reads anything else).
 inline Header read_header(const uint8_t* p) noexcept {
   Header h;
   h.version = p[0];
@@ -200,11 +227,8 @@ inline Header read_header(const uint8_t* p) noexcept {
   h.flags = load_be16(p + 2);
   h.src_ep = load_be16(p + 4);
   h.dst_ep = load_be16(p + 6);
-  h.payload_len = load_be32(p + 8);
-  h.seq = load_be32(p + 12);
-  h.ack = load_be32(p + 16);
-  h.msg_id = load_be32(p + 20);
-  h.cq_data = load_be64(p + 24);
+  h.payload_len = load_be32(p + kPayloadLenOffset);
+  h.cq_data = load_be64(p + 12);
   return h;
 }
 

@@ -9,8 +9,9 @@ namespace dpfab::wire {
 namespace {
 
 constexpr const char* kRdmVerdictNames[] = {
-    "ok",       "outer-header", "truncated",   "version", "kind",  "flags",     "epoch",
-    "reserved", "ack-fields",   "data-length", "length",  "range", "tag-field", "cq-data-field",
+    "ok",     "outer-header", "truncated", "version",       "kind",
+    "flags",  "epoch",        "reserved",  "ack-fields",    "data-length",
+    "length", "range",        "tag-field", "cq-data-field", "rma-fields",
 };
 static_assert(std::size(kRdmVerdictNames) == static_cast<size_t>(RdmVerdict::kCount));
 
@@ -45,14 +46,34 @@ RdmVerdict rdm_validate(const RdmHeader& h, size_t data_len) noexcept {
   }
   if (h.tag != 0 && !(h.flags & kRdmTagged)) return RdmVerdict::kTagField;
   if (h.cq_data != 0 && !(h.flags & kRdmCqData)) return RdmVerdict::kCqDataField;
+  if (!rdm_has_rma(h.kind)) {
+    // The extension's fields are not on the wire: a header built with them set is not sendable.
+    if (h.rkey || h.raddr || h.atomic_op || h.datatype || h.rma_reserved || h.status)
+      return RdmVerdict::kRmaFields;
+    return RdmVerdict::kOk;
+  }
+  if (h.rma_reserved != 0) return RdmVerdict::kReserved;
+  // kAtomic and kRmaResp data is the whole payload of the operation: one packet.
+  if ((h.kind == RdmKind::kAtomic || h.kind == RdmKind::kRmaResp) &&
+      (h.offset != 0 || data_len != h.length))
+    return RdmVerdict::kRange;
+  if (h.kind == RdmKind::kAtomic) {
+    if (data_len == 0) return RdmVerdict::kDataLength;  // no element
+    if (h.atomic_op > kRdmAtomicOpMax || h.datatype > kRdmDatatypeMax ||
+        (h.flags & kRdmFetch && h.flags & kRdmCompare))
+      return RdmVerdict::kRmaFields;
+  } else if (h.atomic_op || h.datatype) {
+    return RdmVerdict::kRmaFields;
+  }
+  if (h.kind == RdmKind::kRmaResp ? h.rkey || h.raddr || h.status > 0xffff : h.status != 0)
+    return RdmVerdict::kRmaFields;
   return RdmVerdict::kOk;
 }
 
 RdmVerdict decode_rdm(const Header& outer, std::span<const uint8_t> payload, RdmHeader* out,
                       std::span<const uint8_t>* data, RdmDecodeStats& stats) noexcept {
   auto verdict = [&]() noexcept -> RdmVerdict {
-    if (outer.type != Type::kRdm || outer.flags != 0 || outer.seq != 0 || outer.ack != 0 ||
-        outer.msg_id != 0 || outer.cq_data != 0)
+    if (outer.type != Type::kRdm || outer.flags != 0 || outer.cq_data != 0)
       return RdmVerdict::kOuterHeader;
     if (payload.size() < kRdmCommonLen) return RdmVerdict::kTruncated;
     const uint8_t* p = payload.data();
@@ -79,11 +100,42 @@ RdmVerdict decode_rdm(const Header& outer, std::span<const uint8_t> payload, Rdm
     } else {
       h.offset = h.length = h.tag = h.cq_data = 0;
     }
+    if (rdm_has_rma(h.kind)) {
+      h.rkey = load_be64(p + 64);
+      h.raddr = load_be64(p + 72);
+      h.atomic_op = p[80];
+      h.datatype = p[81];
+      h.rma_reserved = load_be16(p + 82);
+      h.status = load_be32(p + 84);
+    } else {
+      h.rkey = h.raddr = 0;
+      h.atomic_op = h.datatype = 0;
+      h.rma_reserved = 0;
+      h.status = 0;
+    }
     *data = payload.subspan(hlen);
     return rdm_validate(h, data->size());
   }();
   stats.bump(verdict);
   return verdict;
+}
+
+RdmVerdict decode_rdm_detached(std::span<const uint8_t> header, uint64_t data_len, RdmHeader* out,
+                               RdmDecodeStats& stats) noexcept {
+  // decode_rdm of the header alone (its own data length check says kDataLength for a segment
+  // without data), then the checks again with the data length that travels apart.
+  RdmDecodeStats scratch;
+  std::span<const uint8_t> none;
+  RdmVerdict v = decode_rdm(rdm_outer_header(0, 0, static_cast<uint32_t>(header.size())), header,
+                            out, &none, scratch);
+  if (v == RdmVerdict::kOk || v == RdmVerdict::kDataLength || v == RdmVerdict::kRange) {
+    if (header.size() != rdm_header_len(out->kind))
+      v = RdmVerdict::kTruncated;
+    else
+      v = rdm_validate(*out, data_len);
+  }
+  stats.bump(v);
+  return v;
 }
 
 int encode_rdm(std::span<uint8_t> out, const RdmHeader& h, size_t data_len) noexcept {

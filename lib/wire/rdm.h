@@ -5,9 +5,9 @@
 //
 //   dpfab payload = RDM header (32 bytes common part [+ 32 bytes body]) + data
 //
-// The dpfab header of an RDM frame carries no RDM state: its flags, seq, ack, msg_id and cq_data
-// are 0 (decode_rdm rejects anything else), so that the RDM layout is versioned on its own
-// (rdm_version) and can change without a new dpfab version.
+// The dpfab header of an RDM frame carries no RDM state: its flags and cq_data are 0 (decode_rdm
+// rejects anything else), so that the RDM layout is versioned on its own (rdm_version) and can
+// change without a new dpfab version.
 //
 // Common part, 32 bytes, every multi-byte field big-endian:
 //
@@ -39,6 +39,35 @@
 //       64     n  data         kEager/kRdvData only: message bytes [offset, offset + n), n > 0
 //                              unless the message is empty; offset + n <= length
 //
+// RMA extension, 24 bytes after the body, for kWrite, kReadReq, kAtomic and kRmaResp only:
+//
+//       64     8  key          kWrite/kReadReq/kAtomic: the target region's key; kRmaResp: 0
+//       72     8  addr         kWrite: the target address of this segment's first byte;
+//                              kReadReq/kAtomic: of the operation's first byte; kRmaResp: 0
+//       80     1  atomic_op    kAtomic: the fi_op (<= FI_MSWAP); 0 otherwise
+//       81     1  datatype     kAtomic: the fi_datatype (<= FI_UINT128); 0 otherwise
+//       82     2  reserved     0
+//       84     4  status       kRmaResp: 0, or the positive FI_E* code the operation failed with;
+//                              0 otherwise
+//       88     n  data         kWrite: bytes [offset, offset + n) of the write (as kEager);
+//                              kAtomic: the operands (then the compare values), offset 0,
+//                              n = length; kRmaResp: the fetched values (may be empty), offset 0,
+//                              n = length
+//
+// RMA kinds (msg_id, body and extension):
+//   kWrite     a segment of an RMA write: msg_id the writer's operation, offset/length as kEager,
+//              cq_data with kRdmCqData (fi_writedata); the last segment carries kRdmRespReq when
+//              the writer wants a kRmaResp once the write is placed (errors are answered anyway)
+//   kReadReq   an RMA read of `length` bytes at key/addr: msg_id the reader's operation; no data
+//   kReadResp  a segment of the answer to a kReadReq: msg_id the *reader's* operation (as kCts),
+//              offset/length as kRdvData (length = the read's length), no extension
+//   kAtomic    an atomic operation on length / size(datatype) elements at key/addr: msg_id the
+//              initiator's operation; kRdmFetch (fetching: the old values come back) or
+//              kRdmCompare (compare-and-swap family: data = operands then compare values), not
+//              both
+//   kRmaResp   the target's answer to an operation: msg_id the *initiator's* operation, status,
+//              and for fetching atomics the old values
+//
 // Kinds: an eager message goes as kEager segments (the first one, offset 0, carries the matching
 // information and is what the receiver matches); a large message goes as kRts (no data), the
 // receiver answers kCts when a receive matches, and the sender then sends kRdvData segments of
@@ -61,18 +90,28 @@ namespace dpfab::wire {
 inline constexpr uint8_t kRdmVersion = 1;
 inline constexpr size_t kRdmCommonLen = 32;
 inline constexpr size_t kRdmBodyLen = 32;
-inline constexpr size_t kRdmHeaderLen = kRdmCommonLen + kRdmBodyLen;  ///< with body
+inline constexpr size_t kRdmHeaderLen = kRdmCommonLen + kRdmBodyLen;    ///< with body
+inline constexpr size_t kRdmRmaLen = 24;                                ///< the RMA extension
+inline constexpr size_t kRdmRmaHeaderLen = kRdmHeaderLen + kRdmRmaLen;  ///< with it
 /// Largest message length the wire accepts (2^40 bytes); endpoints advertise less.
 inline constexpr uint64_t kRdmMaxLength = uint64_t{1} << 40;
 
 enum class RdmKind : uint8_t {
-  kEager = 1,    ///< a segment of an eager message
-  kAck = 2,      ///< acknowledgement only (not sequenced)
-  kRts = 3,      ///< rendezvous request-to-send: matching information, no data
-  kCts = 4,      ///< rendezvous clear-to-send: the receiver grants `length` bytes of `msg_id`
-  kRdvData = 5,  ///< a segment of a granted rendezvous message
+  kEager = 1,     ///< a segment of an eager message
+  kAck = 2,       ///< acknowledgement only (not sequenced)
+  kRts = 3,       ///< rendezvous request-to-send: matching information, no data
+  kCts = 4,       ///< rendezvous clear-to-send: the receiver grants `length` bytes of `msg_id`
+  kRdvData = 5,   ///< a segment of a granted rendezvous message
+  kWrite = 6,     ///< a segment of an RMA write (RMA extension)
+  kReadReq = 7,   ///< an RMA read request (RMA extension, no data)
+  kReadResp = 8,  ///< a segment of the data answering a kReadReq
+  kAtomic = 9,    ///< an atomic operation (RMA extension, operands)
+  kRmaResp = 10,  ///< the target's answer: status, fetched values (RMA extension)
 };
-inline constexpr uint8_t kRdmKindMax = 5;
+inline constexpr uint8_t kRdmKindMax = 10;
+/// The largest fi_op and fi_datatype values kAtomic may carry (FI_MSWAP, FI_UINT128).
+inline constexpr uint8_t kRdmAtomicOpMax = 18;
+inline constexpr uint8_t kRdmDatatypeMax = 15;
 
 enum RdmFlag : uint16_t {
   kRdmCqData = 1u << 0,  ///< cq_data is meaningful (kEager, kRts)
@@ -81,6 +120,9 @@ enum RdmFlag : uint16_t {
   /// Answer with an ack at once. kAck: a liveness probe; kEager/kRdvData: the last packet of a
   /// message whose sender waits for the ack to complete it.
   kRdmAckReq = 1u << 3,
+  kRdmRespReq = 1u << 4,  ///< kWrite (last segment): answer with kRmaResp once placed
+  kRdmFetch = 1u << 5,    ///< kAtomic: a fetching atomic (the old values come back)
+  kRdmCompare = 1u << 6,  ///< kAtomic: a compare atomic (data holds the compare values too)
 };
 
 /// Flags each kind may carry.
@@ -94,17 +136,29 @@ constexpr uint16_t rdm_allowed_flags(RdmKind k) noexcept {
       return kRdmAckReq;
     case RdmKind::kAck:
       return kRdmRnr | kRdmAckReq;
+    case RdmKind::kWrite:
+      return kRdmCqData | kRdmAckReq | kRdmRespReq;
+    case RdmKind::kReadResp:
+      return kRdmAckReq;
+    case RdmKind::kAtomic:
+      return kRdmFetch | kRdmCompare;
     default:
       return 0;
   }
 }
 constexpr bool rdm_has_body(RdmKind k) noexcept { return k != RdmKind::kAck; }
 constexpr bool rdm_has_data(RdmKind k) noexcept {
-  return k == RdmKind::kEager || k == RdmKind::kRdvData;
+  return k == RdmKind::kEager || k == RdmKind::kRdvData || k == RdmKind::kWrite ||
+         k == RdmKind::kReadResp || k == RdmKind::kAtomic || k == RdmKind::kRmaResp;
 }
-/// Header bytes of a kind: 32 for kAck, 64 otherwise.
+/// Whether a kind carries the RMA extension.
+constexpr bool rdm_has_rma(RdmKind k) noexcept {
+  return k == RdmKind::kWrite || k == RdmKind::kReadReq || k == RdmKind::kAtomic ||
+         k == RdmKind::kRmaResp;
+}
+/// Header bytes of a kind: 32 for kAck, 88 with the RMA extension, 64 otherwise.
 constexpr size_t rdm_header_len(RdmKind k) noexcept {
-  return rdm_has_body(k) ? kRdmHeaderLen : kRdmCommonLen;
+  return !rdm_has_body(k) ? kRdmCommonLen : rdm_has_rma(k) ? kRdmRmaHeaderLen : kRdmHeaderLen;
 }
 
 /// The RDM header in host byte order (see the table above).
@@ -123,6 +177,13 @@ struct RdmHeader {
   uint64_t length = 0;
   uint64_t tag = 0;
   uint64_t cq_data = 0;
+  // The RMA extension (rdm_has_rma kinds; 0 otherwise).
+  uint64_t rkey = 0;
+  uint64_t raddr = 0;
+  uint8_t atomic_op = 0;
+  uint8_t datatype = 0;
+  uint16_t rma_reserved = 0;
+  uint32_t status = 0;
 
   friend bool operator==(const RdmHeader&, const RdmHeader&) = default;
 };
@@ -130,7 +191,7 @@ struct RdmHeader {
 /// What decode_rdm made of a payload: kOk, or why it was rejected.
 enum class RdmVerdict : uint8_t {
   kOk,
-  kOuterHeader,  ///< the dpfab header is not kRdm, or has flags/seq/ack/msg_id/cq_data set
+  kOuterHeader,  ///< the dpfab header is not kRdm, or has flags or cq_data set
   kTruncated,    ///< shorter than the kind's header
   kVersion,      ///< rdm_version != kRdmVersion
   kKind,         ///< unknown kind
@@ -141,9 +202,13 @@ enum class RdmVerdict : uint8_t {
   kDataLength,   ///< data after a kind that carries none, or an empty segment of a non-empty
                  ///< message
   kLength,       ///< length > kRdmMaxLength
-  kRange,        ///< segment beyond the message (offset + n > length), or kRts/kCts offset != 0
+  kRange,        ///< segment beyond the message (offset + n > length), kRts/kCts/kReadReq offset
+                 ///< != 0, or kAtomic/kRmaResp data that is not the whole (offset 0, n = length)
   kTagField,     ///< tag set without kRdmTagged
   kCqDataField,  ///< cq_data set without kRdmCqData
+  kRmaFields,    ///< RMA extension: an atomic op/datatype out of range or on another kind,
+                 ///< kRdmFetch with kRdmCompare, status on another kind than kRmaResp, or a key
+                 ///< or address on kRmaResp
   kCount
 };
 inline constexpr RdmVerdict kRdmFirstReject = RdmVerdict::kOuterHeader;
@@ -165,6 +230,13 @@ RdmVerdict rdm_validate(const RdmHeader& h, size_t data_len) noexcept;
 RdmVerdict decode_rdm(const Header& outer, std::span<const uint8_t> payload, RdmHeader* out,
                       std::span<const uint8_t>* data, RdmDecodeStats& stats) noexcept;
 
+/// Decodes an RDM header whose data travels apart from it (a same-host packet whose data stays in
+/// the sender's memory, shm/ring.h kRdmIndirect): `header` holds exactly the header, and it is
+/// checked as decode_rdm checks it with `data_len` bytes of data after it.
+/// @return the verdict, counted in `stats` (kTruncated also for bytes after the header).
+RdmVerdict decode_rdm_detached(std::span<const uint8_t> header, uint64_t data_len, RdmHeader* out,
+                               RdmDecodeStats& stats) noexcept;
+
 /// Writes `h` (rdm_header_len(h.kind) bytes) at the start of `out`, for `data_len` bytes of data
 /// that the caller puts after it.
 /// @return the bytes written; -EINVAL if `h` with `data_len` would not pass rdm_validate (we
@@ -173,7 +245,8 @@ RdmVerdict decode_rdm(const Header& outer, std::span<const uint8_t> payload, Rdm
 [[nodiscard]] int encode_rdm(std::span<uint8_t> out, const RdmHeader& h, size_t data_len) noexcept;
 
 /// encode_rdm without its checks, for the data path: writes `h` at `out`, which has room for
-/// rdm_header_len(h.kind) bytes, and returns that length. Only for headers that pass rdm_validate
+/// rdm_header_len(h.kind) bytes, and returns that length (the RMA extension's fields of other kinds
+/// are not written). Only for headers that pass rdm_validate
 /// with the data sent after them: the RDM core's own (every header it builds goes through
 /// encode_rdm, checks included, in the simulated-link unit tests, test/unit/proto/rdm_sim.h).
 inline size_t write_rdm_header(uint8_t* out, const RdmHeader& h) noexcept {
@@ -193,7 +266,14 @@ inline size_t write_rdm_header(uint8_t* out, const RdmHeader& h) noexcept {
   store_be64(p + 40, h.length);
   store_be64(p + 48, h.tag);
   store_be64(p + 56, h.cq_data);
-  return kRdmHeaderLen;
+  if (!rdm_has_rma(h.kind)) return kRdmHeaderLen;
+  store_be64(p + 64, h.rkey);
+  store_be64(p + 72, h.raddr);
+  p[80] = h.atomic_op;
+  p[81] = h.datatype;
+  store_be16(p + 82, h.rma_reserved);
+  store_be32(p + 84, h.status);
+  return kRdmRmaHeaderLen;
 }
 
 /// The dpfab header of an RDM frame to `dst_ep` from `src_ep` with `payload_len` bytes of dpfab

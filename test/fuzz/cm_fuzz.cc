@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 //
-// Fuzz target: the CM header decoder (lib/wire/cm.h). The input is the 32-byte dpfab header of a
+// Fuzz target: the CM header decoder (lib/wire/cm.h). The input is the 20-byte dpfab header of a
 // frame followed by its dpfab payload (the CM header and connection data), as the frame decoder
 // hands them over. Besides "no crash, no sanitizer report", it checks properties:
 //   - every decode is counted exactly once, under its verdict;

@@ -3,7 +3,8 @@
 // Fuzz target: the frame decoder (lib/wire/decoder.h). The input is one received frame, Ethernet
 // header first. Besides "no crash, no sanitizer report", it checks properties:
 //   - every decode is counted exactly once, under its verdict;
-//   - a kData frame's payload lies inside the input and agrees with the header;
+//   - a kData frame's payload lies inside the input and agrees with the header; a kOldVersion
+//     frame (wire version 1) holds that version's whole header;
 //   - re-encoding what was decoded gives a frame that decodes to the same fields and payload;
 //   - NIC-verified checksums only ever accept more, NIC-rejected ones never deliver data;
 //   - the mbuf front-end agrees with the flat one, in one segment and split into a chain, except
@@ -93,6 +94,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check(f.payload_offset >= kPayloadOffset && f.payload_offset + f.payload_len <= size);
     check(f.header.payload_len == f.payload_len && f.header.version == kVersion);
     check_reencode(f);
+  } else if (v == Verdict::kOldVersion) {
+    // A frame of wire version 1 (format.h): at least its 32-byte header after the UDP header.
+    check(size >= kOverhead - kHeaderLen + v1::kHeaderLen);
   } else if (v == Verdict::kArp) {
     check(f.payload == data + kEthHdrLen && f.payload_len == size - kEthHdrLen);
     ArpMessage m;

@@ -3,10 +3,10 @@
 // The floor under dpfab's latency on net_memif: a ping-pong of raw frames between two processes
 // with nothing but rte_eth_rx_burst/rte_eth_tx_burst (no headers built or checked, no CQ, no
 // libfabric). dpfab's one-way latency minus this is what the provider itself costs.
-//   memif-floor server|client [iterations=20000] [frame bytes=138] [socket=/tmp/dpfab-floor.sock]
+//   memif-floor server|client [iterations=20000] [frame bytes=126] [socket=/tmp/dpfab-floor.sock]
 // Start the server first; it runs on CPU 0 and the client on CPU 1 (EAL pins them). The client
-// prints one-way latency (half the round trip) p50/p99/mean in microseconds. 138 bytes = a 64-byte
-// payload in a dpfab frame (74 bytes of headers).
+// prints one-way latency (half the round trip) p50/p99/mean in microseconds. 126 bytes = a 64-byte
+// payload in a dpfab frame (62 bytes of headers, wire version 2; version 1 had 74).
 #include <rte_eal.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   }
   const bool server = argv[1][0] == 's';
   const long iters = argc > 2 ? std::atol(argv[2]) : 20000;
-  const uint16_t len = static_cast<uint16_t>(argc > 3 ? std::atoi(argv[3]) : 138);
+  const uint16_t len = static_cast<uint16_t>(argc > 3 ? std::atoi(argv[3]) : 126);
   const std::string sock = argc > 4 ? argv[4] : "/tmp/dpfab-floor.sock";
   if (server) unlink(sock.c_str());
   const std::string vdev = "--vdev=net_memif0,role=" + std::string(server ? "server" : "client") +

@@ -5,10 +5,13 @@
 # ("Stock fi_pingpong") states its figures: both processes SCHED_FIFO priority 1 (chrt; root),
 # each provider's pair started in turn within a round, several interleaved rounds, medians.
 #   test/perf/pingpong_ratio.sh [rounds=10] [size=64] [iterations=200000] [endpoint=rdm]
-# Providers: dpdk RDM (or the endpoint given) and dpdk DGRAM over one net_memif link, shm, and
-# tcp on lo (FI_TCP_IFACE=lo; tcp has no DGRAM, so with -e dgram udp takes its place). Prints
-# each round, then the medians and the ratios dpdk/shm and dpdk/tcp (or udp). Keep to 200,000
-# iterations: longer runs of two SCHED_FIFO spinners meet the kernel's RT throttling.
+# Providers, each pair labelled with the path it takes: dpdk-port RDM (or the endpoint given) and
+# dpdk-port DGRAM over one net_memif link with the same-host path off (FI_DPDK_SHM=off: the DPDK
+# data path), dpdk-shm RDM (or the endpoint given) over the same-host path (FI_DPDK_SHM=on, the
+# default), shm, and tcp on lo (FI_TCP_IFACE=lo; tcp has no DGRAM, so with -e dgram udp takes its
+# place). Prints each round, then the medians and the ratios of each dpdk path to shm and tcp (or
+# udp). Keep to 200,000 iterations: longer runs of two SCHED_FIFO spinners meet the kernel's RT
+# throttling.
 set -uo pipefail
 rounds=${1:-10} size=${2:-64} iters=${3:-200000} ep=${4:-rdm}
 here=$(dirname "$(readlink -f "$0")")
@@ -16,7 +19,7 @@ root=$(readlink -f "$here/../..")
 export FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-$root/build/drivers/ofi}
 [ -f "$FI_PROVIDER_PATH/libdpdk-fi.so" ] || { echo "build first (scripts/build.sh)"; exit 2; }
 command -v fi_pingpong >/dev/null || { echo "needs fi_pingpong (libfabric-bin)"; exit 2; }
-unset FI_PROVIDER FI_DPDK_PORTS FI_DPDK_IPV4
+unset FI_PROVIDER FI_DPDK_PORTS FI_DPDK_IPV4 FI_DPDK_SHM
 run=$(mktemp -d /tmp/dpfab-ppratio.XXXXXX)
 srv=
 cleanup() {
@@ -33,8 +36,12 @@ kernel=tcp
 # one NAME PROVIDER ENDPOINT: one pair, prints the client's usec/xfer (or "fail").
 one() {
   local name=$1 prov=$2 e=$3 oob=$((20000 + RANDOM % 20000)) env=() t
+  case $name in
+    dpdk-port*) env=(FI_DPDK_SHM=off) ;;
+    dpdk-shm*) env=(FI_DPDK_SHM=on) ;;
+  esac
   case $prov in
-    dpdk) env=(FI_DPDK_PORTS="net_memif0,role=auto,socket-abstract=no,socket=$run/$name.sock") ;;
+    dpdk) env+=(FI_DPDK_PORTS="net_memif0,role=auto,socket-abstract=no,socket=$run/$name.sock") ;;
     tcp) env=(FI_TCP_IFACE=lo) ;;
   esac
   rm -f "$run/$name.sock"
@@ -50,10 +57,10 @@ one() {
   echo "${t:-fail}"
 }
 
-names=("dpdk-$ep" dpdk-dgram shm "$kernel")
-provs=(dpdk dpdk shm "$kernel")
-eps=("$ep" dgram "$ep" "$ep")
-[ "$kernel" = udp ] && eps[3]=dgram
+names=("dpdk-port-$ep" dpdk-port-dgram "dpdk-shm-$ep" shm "$kernel")
+provs=(dpdk dpdk dpdk shm "$kernel")
+eps=("$ep" dgram "$ep" "$ep" "$ep")
+[ "$kernel" = udp ] && eps[4]=dgram
 declare -A all
 echo "round ${names[*]} (one-way usec, $size B, -I $iters)"
 for ((r = 1; r <= rounds; r++)); do
@@ -68,6 +75,11 @@ done
 median() { tr ' ' '\n' | grep -E '^[0-9.]+$' | sort -g | awk '{a[NR]=$1} END {if (NR) print (NR % 2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2); else print "nan"}'; }
 declare -A med
 for n in "${names[@]}"; do med[$n]=$(echo "${all[$n]}" | median); done
-echo "median ${names[*]}: ${med[dpdk-$ep]} ${med[dpdk-dgram]} ${med[shm]} ${med[$kernel]}"
-awk -v d="${med[dpdk-$ep]}" -v s="${med[shm]}" -v k="${med[$kernel]}" -v kn="$kernel" -v ep="$ep" \
-  'BEGIN {if (s > 0 && k > 0) printf "dpdk %s / shm x%.2f, dpdk %s / %s x%.2f\n", ep, d / s, ep, kn, d / k}'
+line="median ${names[*]}:"
+for n in "${names[@]}"; do line+=" ${med[$n]}"; done
+echo "$line"
+for path in port shm; do
+  awk -v d="${med[dpdk-$path-$ep]}" -v s="${med[shm]}" -v k="${med[$kernel]}" -v kn="$kernel" \
+    -v ep="$ep" -v p="$path" \
+    'BEGIN {if (s > 0 && k > 0) printf "dpdk-%s %s / shm x%.2f, / %s x%.2f\n", p, ep, d / s, kn, d / k}'
+done

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 //
-// dpfab-bench end to end: one brief run of every waiting mode and workload with -p dpdk and
+// dpfab-bench end to end: one brief run of every waiting mode and workload with -p dpdk (its two
+// labelled pairs: over their own memif link, dpdk-port, and over the same-host path, dpdk-shm) and
 // -p udp (two processes per provider over their own memif link / loopback), then checks of what
 // doc/benchmark.md promises: every record carries the documented fields, no mode is skipped
 // silently (an unsupported one carries its error), and every supported mode produced figures.
@@ -49,7 +50,7 @@ class BenchTest : public ::testing::Test {
     // the benchmark's timeout (manual progress) stay quick; all modes and workloads, each
     // waiting on the CQ and on a counter.
     std::string cmd =
-        std::string("timeout 240 ") + bench +
+        std::string("timeout 360 ") + bench +
         " -p dpdk,udp --wait-on cq,cntr -s 64 -d 0.05 --warmup 10 --timeout-ms 200 --gap-us 500"
         " --stall-s 60 -o " +
         dir_ + " --name run 2>" + dir_ + "/stderr.txt";
@@ -95,11 +96,16 @@ TEST_F(BenchTest, TheDocumentTopLevelHasToolHostOptionsProvidersAndRecords) {
   EXPECT_EQ(doc_.value("schema_version", 0), 2);
   for (const char* k : {"host", "options", "providers", "started", "elapsed_s"})
     EXPECT_TRUE(doc_.contains(k)) << k;
-  EXPECT_TRUE(doc_["providers"].contains("dpdk"));
+  // -p dpdk: a pair over the port and a pair over the same-host path, each labelled.
+  for (const char* p : {"dpdk-port", "dpdk-shm"}) {
+    EXPECT_TRUE(doc_["providers"].contains(p)) << p;
+    EXPECT_EQ(doc_["providers"][p]["offered"].value("dgram", ""), "dpdk")
+        << p << ": the dpdk provider's own entry, not a layered dpdk;ofi_rxd one";
+  }
+  EXPECT_EQ(doc_["providers"]["dpdk-port"].value("FI_DPDK_SHM", ""), "off");
+  EXPECT_EQ(doc_["providers"]["dpdk-shm"].value("FI_DPDK_SHM", ""), "on");
   EXPECT_TRUE(doc_["providers"].contains("udp"));
   EXPECT_TRUE(doc_["providers"].contains("memif-floor")) << "dpdk over its own memif link";
-  EXPECT_EQ(doc_["providers"]["dpdk"]["offered"].value("dgram", ""), "dpdk")
-      << "the dpdk provider's own entry, not a layered dpdk;ofi_rxd one";
 }
 
 TEST_F(BenchTest, EveryRecordHasTheDocumentedFields) {
@@ -113,7 +119,7 @@ TEST_F(BenchTest, EveryRecordHasTheDocumentedFields) {
 }
 
 TEST_F(BenchTest, EveryModeAndWorkloadIsReportedForEachProviderNeverSkippedSilently) {
-  for (std::string prov : {"dpdk", "udp"}) {
+  for (std::string prov : {"dpdk-port", "dpdk-shm", "udp"}) {
     for (std::string on : {"cq", "cntr"}) {
       for (const char* m : kModes) {
         for (const char* w : kWorkloads) {
@@ -147,7 +153,8 @@ TEST_F(BenchTest, AModeThatIsNotSupportedIsReportedWithItsError) {
 
 TEST_F(BenchTest, TheDpdkProviderSupportsEveryWaitingMode) {
   for (const auto& r : doc_["records"])
-    if (r.value("provider", "") == "dpdk") {
+    if (r.value("provider", "").rfind("dpdk", 0) == 0) {
+      EXPECT_EQ(r.value("prov_name", ""), "dpdk") << label(r);
       EXPECT_EQ(r.value("status", ""), "ok") << label(r) << ": " << r.value("error", "");
     }
 }
@@ -201,12 +208,13 @@ TEST_F(BenchTest, EverySupportedModeProducedFigures) {
       EXPECT_EQ(r["wakeups"].get<uint64_t>(), 0u) << "busy modes never sleep";
     }
   }
-  EXPECT_GE(ok, 54) << "all of dpdk's 9 modes x 3 workloads x (cq, cntr) at least";
+  EXPECT_GE(ok, 108) << "all of dpdk's 9 modes x 3 workloads x (cq, cntr), both paths, at least";
 }
 
 // dpdk runs over a memif link of its own: the run measures raw memif frames between two processes
 // next to it (dpfab-bench-floor), reported as provider memif-floor with the same fields, and every
-// dpdk ping-pong and stream record says what it adds to that floor (over_floor_us).
+// ping-pong and stream record of dpdk over its port (not over the same-host path, which does not
+// touch the port) says what it adds to that floor (over_floor_us).
 TEST_F(BenchTest, TheRawPortFloorIsMeasuredInTheSameRunAndEveryDpdkFigureReadsAsFloorPlus) {
   std::map<std::string, const json*> floor;  // workload -> record
   for (const auto& r : doc_["records"])
@@ -226,7 +234,7 @@ TEST_F(BenchTest, TheRawPortFloorIsMeasuredInTheSameRunAndEveryDpdkFigureReadsAs
   for (const auto& r : doc_["records"]) {
     if (r.value("status", "") != "ok") continue;
     const std::string w = r.value("workload", "");
-    const bool over = r.value("provider", "") == "dpdk" && w != "wakeup";
+    const bool over = r.value("provider", "") == "dpdk-port" && w != "wakeup";
     EXPECT_EQ(r["over_floor_us"].is_number(), over) << label(r);
     if (!over) continue;
     dpdk++;
@@ -257,4 +265,35 @@ TEST_F(BenchTest, TheRunWritesJsonCsvAndPlotsAndSaysWhereTheyWent) {
   // The terminal table names every mode.
   for (const char* m : kModes)
     EXPECT_NE(stdout_.find(std::string(" ") + m + " "), std::string::npos) << m;
+}
+
+// The one-sided workloads (spin mode, RDM entries with FI_RMA | FI_ATOMIC), over both of dpdk's
+// paths: every case ran and measured (a label such as dpdk-shm must not reach fi_getinfo as a
+// provider name: the cases were "unsupported" once).
+TEST(BenchOneSided, EveryOneSidedWorkloadRunsOverBothPaths) {
+  const char* bench = std::getenv("DPFAB_BENCH");
+  ASSERT_NE(bench, nullptr) << "meson sets DPFAB_BENCH";
+  char tmpl[] = "/tmp/dpfab-bench-rma.XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::string cmd = std::string("timeout 120 ") + bench +
+                          " -p dpdk -e rdm -m spin -w rma-write,rma-read,rma-bw,atomic -s 64,64k"
+                          " -d 0.05 --warmup 10 --plot none -o " +
+                          dir + " --name rma >/dev/null 2>" + dir + "/stderr.txt";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream f(dir + "/rma.json");
+  const json doc = json::parse(f, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << "rc " << rc;
+  std::set<std::string> seen;
+  for (const auto& r : doc["records"]) {
+    const std::string prov = r.value("provider", "");
+    EXPECT_EQ(r.value("status", ""), "ok") << prov << " " << r.value("workload", "") << " "
+                                           << r.value("size", 0) << ": " << r.value("error", "");
+    EXPECT_GT(r.value("lat_p50_us", 0.0), 0.0);
+    seen.insert(prov + " " + r.value("workload", ""));
+  }
+  for (const char* p : {"dpdk-port", "dpdk-shm"})
+    for (const char* w : {"rma-write", "rma-read", "rma-bw", "atomic"})
+      EXPECT_TRUE(seen.count(std::string(p) + " " + w)) << p << " " << w;
+  std::system(("rm -rf " + dir).c_str());
 }

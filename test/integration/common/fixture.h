@@ -40,6 +40,13 @@ using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
 /// Hints naming dpdk (this is what makes the provider start EAL in getinfo), for one endpoint type
 /// (most tests here are DGRAM tests; getinfo's own tests ask for FI_EP_UNSPEC to see every entry)
 /// and, when not 0, these caps.
+/// Poll fds a POLLFD wait object hands out besides its own: the same-host path's eventfd when
+/// FI_DPDK_SHM=on (the port's wake fds; net_null has none of its own).
+inline unsigned same_host_fds() {
+  const char* s = std::getenv("FI_DPDK_SHM");
+  return s && std::strcmp(s, "on") == 0 ? 1u : 0u;
+}
+
 inline InfoPtr dpdk_hints(fi_ep_type type = FI_EP_DGRAM, uint64_t caps = 0) {
   InfoPtr h(fi_allocinfo());
   h->fabric_attr->prov_name = strdup("dpdk");

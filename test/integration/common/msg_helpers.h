@@ -92,7 +92,7 @@ struct MsgSide : Domain {
 /// A passive endpoint of `side`, bound to its EQ and listening; `addr` is its name.
 struct Listener {
   fid_pep* pep = nullptr;
-  uint8_t addr[16] = {};
+  uint8_t addr[32] = {};  // 16 bytes, or 32 with the same-host path on
 
   int open(MsgSide& side, fi_info* info = nullptr) {
     if (int r = fi_passive_ep(side.fabric, info ? info : side.info, &pep, nullptr)) return r;

@@ -10,7 +10,10 @@
 //           reserves (/proc/sys/vm/nr_hugepages) and mounts (hugetlbfs), with
 //           --single-file-segments; undone in the destructor;
 //   memif   net_memif server (process 0) and client (process 1).
-// Each process gets its own EAL --file-prefix, hence its own telemetry socket.
+//   shm     no port at all: each process gets the placeholder domain "shm", and the two reach
+//           each other through the same-host path only (fi_dpdk(7) "Same-host peers").
+// The same-host path is off (FI_DPDK_SHM=off, meson's fi_env) but with "shm". Each process gets its
+// own EAL --file-prefix, hence its own telemetry socket.
 #pragma once
 
 #include <sys/mount.h>
@@ -81,6 +84,12 @@ class Link {
         env_[i].push_back("FI_DPDK_EAL_ARGS=--huge-dir=" + huge_dir_ +
                           " --single-file-segments -m 64 --no-pci --file-prefix=" + prefix(i) +
                           " --log-level=*:warning");
+      }
+    } else if (pmd == "shm") {
+      for (int i = 0; i < 2; ++i) {
+        env_[i].push_back("FI_DPDK_SHM=on");
+        env_[i].push_back("FI_DPDK_PORTS=");
+        env_[i].push_back("FI_DPDK_EAL_ARGS=" + base_eal_ + " --file-prefix=" + prefix(i));
       }
     } else {
       sock_ = "/tmp/dpfab-wk-memif-" + id + ".sock";

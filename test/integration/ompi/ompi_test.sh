@@ -20,6 +20,11 @@
 #                                   keep the port's frames for the host
 # ompi_rank.sh picks each rank's port and FI_DPDK_IPV4 from OMPI_COMM_WORLD_RANK. Needs root
 # (veths, bridge), openmpi-bin and python3-mpi4py.
+#   ompi_test.sh PMD osc            MPI one-sided communication instead (../rma/mpi_osc_check.py): osc
+#                                   rdma over btl ofi, both the mtl's and the btl's provider include
+#                                   set to dpdk; passes when every rank's btl endpoint did RMA over
+#                                   dpdk (the provider's close log, FI_LOG_LEVEL=info) and prints
+#                                   the one-sided latencies (../rma/ompi_osc_test.sh compares them)
 #
 # Settings: ranks poll (Open MPI reads the CQ, it never blocks in the provider); with 4 ranks on
 # 2 cores, mpi_yield_when_idle=1 makes an idle rank give its core away (measured here: a 1 KiB
@@ -37,6 +42,7 @@ set -uo pipefail
 unset FI_PROVIDER   # the job must choose dpdk by itself
 here=$(dirname "$(readlink -f "$0")")
 pmd=${1:-memif}
+steps=${2:-checks}
 case $pmd in
   memif) ranks=2 domain=net_memif0 ;;
   af_packet) ranks=4 domain=net_af_packet0 ;;
@@ -148,7 +154,16 @@ mpiargs=(--allow-run-as-root -np "$ranks" --oversubscribe --bind-to none
   --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include dpdk --mca mtl_base_verbose 1
   -x FI_PROVIDER_PATH -x FI_LOG_LEVEL
   -x DPFAB_OMPI_PMD -x DPFAB_OMPI_SOCKET -x DPFAB_OMPI_IF -x DPFAB_OMPI_NET -x DPFAB_OMPI_RUN)
+# The ports under test, not the same-host path (meson turns it off for these tests).
+[ -n "${FI_DPDK_SHM:-}" ] && mpiargs+=(-x FI_DPDK_SHM)
 [ -n "${FI_DPDK_CONFIG:-}" ] && mpiargs+=(-x FI_DPDK_CONFIG)
+if [ "$steps" = osc ]; then
+  # One-sided through osc rdma on btl ofi over dpdk only: no other osc component, no other btl
+  # to a remote rank. The provider logs each endpoint's RMA counts when it closes.
+  mpiargs+=(--mca btl self,ofi --mca btl_ofi_provider_include dpdk --mca osc rdma
+    -x FI_LOG_PROV=dpdk -x FI_LOG_SUBSYS=ep_ctrl)
+  export FI_LOG_PROV=dpdk FI_LOG_SUBSYS=ep_ctrl FI_LOG_LEVEL=info
+fi
 # Under scripts/test.sh's sanitizer build the plugin needs the ASan runtime loaded first.
 if [ -n "${DPFAB_STOCK_PRELOAD:-}" ]; then
   mpiargs+=(-x "LD_PRELOAD=$DPFAB_STOCK_PRELOAD" -x ASAN_OPTIONS=detect_leaks=0)
@@ -171,12 +186,16 @@ step() {
   others=$(grep "mtl:ofi:provider: " "$log" | grep -vc "mtl:ofi:provider: $domain\$")
   echo "== $name (exit $rc, $((SECONDS - t0)) s)"
   grep -v -e '^libbpf' -e '^libxdp' "$log"
+  # osc: every rank's btl endpoint wrote, read or did atomics over dpdk (its close log).
+  local rma=$ranks
+  [ "$steps" = osc ] && rma=$(grep -cE "rdm endpoint closed: .* (writes [1-9]|reads [1-9]|atomics [1-9])" "$log")
   if [ "$rc" -eq 0 ] && grep -qE -- "$want" "$log" && [ "$ours" -eq "$ranks" ] &&
-    [ "$others" -eq 0 ]; then
+    [ "$others" -eq 0 ] && [ "$rma" -ge "$ranks" ]; then
     echo "ok: $name ($ranks ranks on $domain)"
     passed=$((passed + 1))
   else
-    echo "FAIL: $name (exit $rc; ranks on $domain: $ours of $ranks, on others: $others)"
+    echo "FAIL: $name (exit $rc; ranks on $domain: $ours of $ranks, on others: $others;" \
+      "ranks that did RMA over dpdk: $rma)"
     failed=$((failed + 1))
   fi
 }
@@ -188,9 +207,14 @@ if [ "$pmd" != memif ]; then
   ip -br link show master "${ifp}br"
 fi
 
-step "ringtest 1 KiB" "time for 1000 loops" "$py" -m mpi4py.bench ringtest -n 1024 -s 100 -l 1000
-step "ringtest 1 MiB" "time for 3 loops" "$py" -m mpi4py.bench ringtest -n 1048576 -s 1 -l 3
-step "collectives checked" "^mpi-collectives: OK" "$py" "$here/mpi_collectives_check.py" 2
+if [ "$steps" = osc ]; then
+  step "one-sided checked (osc rdma, btl ofi)" "^mpi-osc: OK" "$py" "$here/../rma/mpi_osc_check.py" \
+    time
+else
+  step "ringtest 1 KiB" "time for 1000 loops" "$py" -m mpi4py.bench ringtest -n 1024 -s 100 -l 1000
+  step "ringtest 1 MiB" "time for 3 loops" "$py" -m mpi4py.bench ringtest -n 1048576 -s 1 -l 3
+  step "collectives checked" "^mpi-collectives: OK" "$py" "$here/mpi_collectives_check.py" 2
+fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

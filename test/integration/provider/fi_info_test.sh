@@ -51,12 +51,19 @@ check "fi_info -p tcp works with our plugin present (rc=$rc)" test "$rc" -eq 0
 # Hints naming dpdk start EAL, unless they ask for what dpdk never offers (an endpoint type or a
 # primary capability it lacks): such a process must not bring up DPDK and its ports (on a role=auto
 # memif socket it would take a later process's place).
-for ask in "-t FI_EP_MSG -c FI_RMA" "-c FI_RMA" "-t FI_EP_RDM -c FI_ATOMIC"; do
+for ask in "-t FI_EP_DGRAM -c FI_RMA" "-t FI_EP_DGRAM -c FI_ATOMIC"; do
   # shellcheck disable=SC2086
   FI_LOG_LEVEL=info FI_DPDK_PORTS=net_null0 stock timeout 60 fi_info -p dpdk $ask >"$out" 2>"$err"
   rc=$?
   check "fi_info -p dpdk $ask: no infos (rc=$rc)" test "$rc" -ne 0 -a "$rc" -lt 128
   check "fi_info -p dpdk $ask: EAL not started" bash -c "! grep -q 'starting EAL' '$err'"
+done
+# RMA and atomics: on FI_EP_RDM and FI_EP_MSG.
+for ask in "-t FI_EP_MSG -c FI_RMA" "-c FI_RMA" "-t FI_EP_RDM -c FI_ATOMIC"; do
+  # shellcheck disable=SC2086
+  FI_DPDK_PORTS=net_null0 stock timeout 60 fi_info -p dpdk $ask >"$out" 2>"$err"
+  rc=$?
+  check "fi_info -p dpdk $ask: dpdk offers it (rc=$rc)" grep -q '^provider: dpdk$' "$out"
 done
 FI_LOG_LEVEL=info FI_DPDK_PORTS=net_null0 stock timeout 60 fi_info -p dpdk -t FI_EP_RDM \
   >"$out" 2>"$err"; rc=$?
@@ -88,12 +95,12 @@ max_msg() {  # max_msg <ep type> <ports>: the first max_msg_size fi_info shows, 
   FI_DPDK_PORTS=$2 stock timeout 60 fi_info -p dpdk -t "$1" -v 2>"$err" |
     awk '/max_msg_size:/ { print $2; exit }'
 }
-check "memif default MTU 9000: DGRAM max_msg_size 8940" test "$(max_msg FI_EP_DGRAM "$memif")" = 8940
-check "memif mtu=1500: DGRAM max_msg_size 1440" test "$(max_msg FI_EP_DGRAM "$memif,mtu=1500")" = 1440
-check "memif mtu=4000: DGRAM max_msg_size 3940" test "$(max_msg FI_EP_DGRAM "$memif,mtu=4000")" = 3940
+check "memif default MTU 9000: DGRAM max_msg_size 8952" test "$(max_msg FI_EP_DGRAM "$memif")" = 8952
+check "memif mtu=1500: DGRAM max_msg_size 1452" test "$(max_msg FI_EP_DGRAM "$memif,mtu=1500")" = 1452
+check "memif mtu=4000: DGRAM max_msg_size 3952" test "$(max_msg FI_EP_DGRAM "$memif,mtu=4000")" = 3952
 FI_DPDK_PORTS="$memif,mtu=9000" stock timeout 60 fi_info -p dpdk -t FI_EP_RDM -v >"$out" 2>"$err"
-check "memif mtu=9000: RDM inject_size stays a standard frame's (1376)" \
-  grep -q 'inject_size: 1376' "$out"
+check "memif mtu=9000: RDM inject_size stays a standard frame's (1388)" \
+  grep -q 'inject_size: 1388' "$out"
 FI_DPDK_PORTS="$memif,mtu=9000,bsize=2048" stock timeout 60 fi_info -p dpdk >"$out" 2>"$err"
 rc=$?
 check "memif bsize below the frame: no infos, no crash (rc=$rc)" test "$rc" -ne 0 -a "$rc" -lt 128

@@ -109,7 +109,8 @@ TEST(Getinfo, NativeRdmFirstAndNoUtilityLayer) {
   const fi_info* rdm = list[0];
   EXPECT_TRUE(rdm->caps & FI_TAGGED);
   EXPECT_TRUE(rdm->caps & FI_MSG);
-  EXPECT_FALSE(rdm->caps & (FI_RMA | FI_ATOMIC | FI_SOURCE));
+  EXPECT_EQ(rdm->caps & (FI_RMA | FI_ATOMIC), uint64_t{FI_RMA | FI_ATOMIC});
+  EXPECT_FALSE(rdm->caps & FI_SOURCE);
   EXPECT_EQ(rdm->tx_attr->msg_order & FI_ORDER_SAS, static_cast<uint64_t>(FI_ORDER_SAS));
   EXPECT_GE(rdm->ep_attr->max_msg_size, 1ull << 30);
   EXPECT_GT(rdm->tx_attr->inject_size, 0u);
@@ -341,12 +342,13 @@ TEST(Domain, UnknownDomainNameIsRefused) {
   EXPECT_EQ(fi_close(&fabric->fid), 0);
 }
 
-TEST(Domain, MemoryRegistrationIsAcceptedButNeverNeeded) {
+TEST(Domain, MemoryRegistrationIsNeededOnlyForRemoteAccess) {
   InfoPtr info;
   ASSERT_EQ(getinfo(dpdk_hints().get(), &info), 0);
   fi_info* e = first_dpdk(info.get());
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->domain_attr->mr_mode, 0) << "no registration required";
+  EXPECT_EQ(e->domain_attr->mr_key_size, 8u);
   fid_fabric* fabric = nullptr;
   fid_domain* domain = nullptr;
   ASSERT_EQ(fi_fabric(e->fabric_attr, &fabric, nullptr), 0);
@@ -354,12 +356,16 @@ TEST(Domain, MemoryRegistrationIsAcceptedButNeverNeeded) {
   fid_mr* mr = nullptr;
   char buf[64];
   ASSERT_EQ(fi_mr_reg(domain, buf, sizeof(buf), FI_SEND | FI_RECV, 0, 0, 0, &mr, nullptr), 0);
-  EXPECT_EQ(fi_mr_desc(mr), nullptr);
-  EXPECT_EQ(fi_mr_key(mr), 0u);
+  EXPECT_NE(fi_mr_desc(mr), nullptr);
   EXPECT_EQ(fi_close(&domain->fid), -FI_EBUSY) << "the region holds the domain";
   EXPECT_EQ(fi_close(&mr->fid), 0);
-  EXPECT_EQ(fi_mr_reg(domain, buf, sizeof(buf), FI_REMOTE_WRITE, 0, 0, 0, &mr, nullptr), -FI_EINVAL)
-      << "no RMA";
+  // A target of RMA: requested keys (mr_mode 0), unique among the domain's open regions.
+  ASSERT_EQ(fi_mr_reg(domain, buf, sizeof(buf), FI_REMOTE_WRITE, 0, 7, 0, &mr, nullptr), 0);
+  EXPECT_EQ(fi_mr_key(mr), 7u);
+  fid_mr* dup = nullptr;
+  EXPECT_EQ(fi_mr_reg(domain, buf, sizeof(buf), FI_REMOTE_READ, 0, 7, 0, &dup, nullptr),
+            -FI_ENOKEY);
+  EXPECT_EQ(fi_close(&mr->fid), 0);
   EXPECT_EQ(fi_close(&domain->fid), 0);
   EXPECT_EQ(fi_close(&fabric->fid), 0);
 }

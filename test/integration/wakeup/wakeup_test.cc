@@ -7,7 +7,8 @@
 //   virtio  net_vhost in one process, net_virtio_user in the other (the virtio PMD of cloud VMs,
 //           with real rx interrupts); needs hugepages: the test reserves some through
 //           /proc/sys/vm/nr_hugepages, mounts a hugetlbfs of its own, and undoes both;
-//   memif   net_memif (no rx interrupt: polled by the wakeup thread while idle).
+//   memif   net_memif (no rx interrupt: the memif kick between the two dpfab ends);
+//   shm     no port: the same-host path alone (a sender writes the sleeper's node eventfd).
 // Each scenario runs with manual progress and with worker lcores (one per process, on CPU 1 and
 // CPU 0).
 //
@@ -334,13 +335,24 @@ TEST_P(Wakeup, IdleConsumersCostNoCpuAndTheFirstMessageAfterIdleArrives) {
       std::string stats = telemetry_query(Link::telemetry_socket(i), "/dpfab/stats");
       // Every PMD here wakes its sleepers itself (tap's queue fd, virtio's rx interrupt, the memif
       // kick): they sleep on the port, and the wakeup thread does not watch it for them.
-      EXPECT_NE(stats.find("\"port0_sleep\":\"on the port"), std::string::npos)
+      // With no port (shm), sleepers sleep on the node's eventfd, which same-host senders write.
+      const char* sleep_on = pmd() == "shm" ? "\"port0_sleep\":\"no port (same-host path only)"
+                                            : "\"port0_sleep\":\"on the port";
+      EXPECT_NE(stats.find(sleep_on), std::string::npos)
           << "process " << i << ": its sleepers do not sleep on the port: " << stats;
       if (!lcores) {
         EXPECT_NE(stats.find("\"port0_watched\":0"), std::string::npos)
             << "process " << i << ": the wakeup thread watches the port: " << stats;
         EXPECT_EQ(stats.find("\"port0_sleep_arms\":0,"), std::string::npos)
             << "process " << i << ": no sleep was armed on the port: " << stats;
+      }
+      if (pmd() == "shm") {
+        // Every message went through shared memory, and this process's sends woke the sleeping
+        // peer by writing the peer node's eventfd (kicks_sent: counted at the sender).
+        EXPECT_GE(stat_u64(stats, "port0_shm_rx_records"), kWarmup)
+            << "process " << i << ": " << stats;
+        EXPECT_GT(stat_u64(stats, "port0_shm_kicks_sent"), 0) << "process " << i << ": " << stats;
+        EXPECT_EQ(stat_u64(stats, "port0_shm_links_up"), 1) << "process " << i << ": " << stats;
       }
       if (pmd() == "memif") {
         EXPECT_NE(stats.find("\"port0_memif_kick\":\"in use\""), std::string::npos)

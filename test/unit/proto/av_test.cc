@@ -536,19 +536,24 @@ TEST(AvLookupAddress, CopiesTruncatesAndReportsTheNeededSize) {
   Address got;
   size_t len = sizeof(got);
   ASSERT_EQ(av.lookup_address(0, &got, &len), 0);
-  EXPECT_EQ(len, sizeof(Address));
-  EXPECT_EQ(std::memcmp(&got, &a, sizeof(a)), 0);
+  // No host part (the same-host path off): the 16-byte form, version 1 (wire/address.h).
+  EXPECT_EQ(len, wire::kShortAddressLen);
+  EXPECT_EQ(got.version, wire::kAddressVersionShort);
+  EXPECT_EQ(std::memcmp(reinterpret_cast<const uint8_t*>(&got) + 1,
+                        reinterpret_cast<const uint8_t*>(&a) + 1, wire::kShortAddressLen - 1),
+            0);
 
   uint8_t small[6] = {0xee, 0xee, 0xee, 0xee, 0xee, 0xee};
   len = 4;
   ASSERT_EQ(av.lookup_address(0, small, &len), 0);
-  EXPECT_EQ(len, sizeof(Address));
-  EXPECT_EQ(std::memcmp(small, &a, 4), 0);
+  EXPECT_EQ(len, wire::kShortAddressLen);
+  EXPECT_EQ(small[0], wire::kAddressVersionShort);
+  EXPECT_EQ(std::memcmp(small + 1, reinterpret_cast<const uint8_t*>(&a) + 1, 3), 0);
   EXPECT_EQ(small[4], 0xee);  // nothing past the buffer size
 
   len = 0;
   ASSERT_EQ(av.lookup_address(0, nullptr, &len), 0);
-  EXPECT_EQ(len, sizeof(Address));
+  EXPECT_EQ(len, wire::kShortAddressLen);
   EXPECT_EQ(av.lookup_address(0, &got, nullptr), -FI_EINVAL);
   len = sizeof(got);
   EXPECT_EQ(av.lookup_address(7, &got, &len), -FI_EINVAL);

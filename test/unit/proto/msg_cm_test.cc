@@ -367,6 +367,38 @@ TEST(MsgCm, KeepalivesKeepAnIdleConnectionUpAndASilentPeerIsLost) {
   EXPECT_EQ(sim.a.events, (std::vector<std::string>{"connected", "disconnected"}));
 }
 
+TEST(MsgCm, PeerKnownGoneEndsTheConnectionAtOnceSendingNothing) {
+  // A same-host peer whose process ended (MsgEndpoint::link_lost): no silence to wait out.
+  Sim sim;
+  sim.connect();
+  sim.run_for(5 * kMs);
+  ASSERT_EQ(sim.a.cm.state(), CmState::kConnected);
+  const size_t sent = sim.a.sent.size();
+  sim.a.cm.lost();
+  EXPECT_EQ(sim.a.cm.state(), CmState::kShutdown);
+  EXPECT_EQ(sim.a.last_err, FI_EHOSTUNREACH);
+  EXPECT_EQ(sim.a.events, (std::vector<std::string>{"connected", "disconnected"}));
+  EXPECT_EQ(sim.a.sent.size(), sent) << "nothing is sent to a peer that is gone";
+  EXPECT_EQ(sim.a.cm.next_deadline(), UINT64_MAX) << "no keepalives after the end";
+  sim.a.cm.lost();  // reported once
+  EXPECT_EQ(sim.a.events.size(), 2u);
+  // An accepting side whose connector went: the accept fails, once.
+  Sim s2;
+  s2.drop_next_kind = static_cast<int>(CmKind::kEstablished);
+  s2.connect();
+  s2.run_for(5 * kMs);
+  ASSERT_EQ(s2.b.cm.state(), CmState::kAccepting);
+  s2.b.cm.lost();
+  EXPECT_EQ(s2.b.cm.state(), CmState::kFailed);
+  EXPECT_EQ(s2.b.last_err, FI_EHOSTUNREACH);
+  EXPECT_EQ(s2.b.events, std::vector<std::string>{"failed"});
+  // Idle: nothing to end.
+  Sim s3;
+  s3.a.cm.lost();
+  EXPECT_EQ(s3.a.cm.state(), CmState::kIdle);
+  EXPECT_TRUE(s3.a.events.empty());
+}
+
 TEST(MsgCm, FramesOfAnotherConnectionAreStale) {
   Sim sim;
   sim.connect();

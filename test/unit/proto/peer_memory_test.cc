@@ -70,9 +70,10 @@ TEST(PeerMemory, AnAvOf65536AddressesIsFarBelow32MiB) {
         "AV, count hint %zu: %zu bytes at open, %zu after %zu inserts: %.1f bytes/address\n", hint,
         before - before_open, total, kPeers, double(total) / kPeers);
     EXPECT_LE(total, kBudgetAv);
-    // The AV's share of a peer's budget: entry (20 bytes) and reverse (FI_SOURCE) map, its
-    // retired tables included. Measured 50 to 54 (84 with 16-byte reverse slots).
-    EXPECT_LE(grown / kPeers, 64u) << "hint " << hint;
+    // The AV's share of a peer's budget: entry (36 bytes: a 32-byte address with its host part
+    // and the state) and reverse (FI_SOURCE) map, its retired tables included. Measured 66 to 72
+    // (50 to 54 with 16-byte addresses, 84 with 16-byte reverse slots).
+    EXPECT_LE(grown / kPeers, 80u) << "hint " << hint;
   }
 }
 
@@ -110,10 +111,11 @@ TEST(PeerMemory, CorePeerStateIsSmallUntilTheFirstSend) {
       " %llu sent to)\n",
       per_cold, per_hot, kPeers, static_cast<unsigned long long>(kSentTo));
   EXPECT_LE(per_cold, double(kBudgetPerPeer));
-  // Only the peers sent to got their window: a few KiB each, not per peer of the AV.
+  // Only the peers sent to got their window: a few KiB each (the allocator's size class
+  // included: ThreadSanitizer's rounds the window up to 8 KiB), nothing per peer of the AV (that
+  // would be 65,536 x something spread over 8 peers: far above the bound).
   EXPECT_GT(per_hot, 1024.0);
   EXPECT_LT(per_hot, 16384.0);
-  EXPECT_LT(hot - cold, kPeers);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <queue>
 #include <vector>
@@ -104,8 +105,12 @@ class Net {
   dpfab::wire::DecodeStats frame_stats;
   dpfab::wire::RdmDecodeStats decode_stats;
 
+  /// Sees every frame a node hands to its port (before the link's faults), when set.
+  std::function<void(int from, int to, const RdmHeader& h)> on_send;
+
   /// One frame from `from` to `to`; false when the (simulated) port refused it.
   bool send(int from, int to, const RdmHeader& h, std::span<const uint8_t> data) {
+    if (on_send) on_send(from, to, h);
     if (rng_.chance(model_.refuse_ppm)) {
       ++frames_refused;
       return false;

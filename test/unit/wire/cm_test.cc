@@ -94,9 +94,9 @@ TEST(CmHeader, RejectsEveryMalformedHeaderUnderItsReason) {
   Header rdm = outer(0);
   rdm.type = Type::kRdm;
   EXPECT_EQ(decode(payload_of(of(CmKind::kConnReq)), nullptr, rdm), CmVerdict::kOuterHeader);
-  Header seq = outer(0);
-  seq.seq = 1;
-  EXPECT_EQ(decode(payload_of(of(CmKind::kConnReq)), nullptr, seq), CmVerdict::kOuterHeader);
+  Header cq_data = outer(0);
+  cq_data.cq_data = 1;
+  EXPECT_EQ(decode(payload_of(of(CmKind::kConnReq)), nullptr, cq_data), CmVerdict::kOuterHeader);
   Header flags = outer(0);
   flags.flags = kHasCqData;
   EXPECT_EQ(decode(payload_of(of(CmKind::kConnReq)), nullptr, flags), CmVerdict::kOuterHeader);

@@ -16,9 +16,11 @@
 #include <vector>
 
 #include "wire/checksum.h"
+#include "wire/cm.h"
 #include "wire/decoder.h"
 #include "wire/encoder.h"
 #include "wire/multicast.h"
+#include "wire/rdm.h"
 #include "wire_test_util.h"
 
 using namespace dpfab::wire;
@@ -65,42 +67,104 @@ void put16(std::vector<uint8_t>& f, size_t off, uint16_t v) {
   f[off + 1] = static_cast<uint8_t>(v);
 }
 
+// A frame of wire version 1, the previous layout (format.h), written out byte by byte as a dpfab
+// of that version sent it (nothing of lib/wire builds it): the golden route, then the 32-byte
+// header: version 1, `type`, `flags`, src_ep 3, dst_ep 7, payload_len, seq, ack and msg_id (0, as
+// version 1 always sent them), cq_data at offset 24; then `payload`. The UDP checksum is computed
+// (fix_checksums) or, with `udp_checksum` false, 0 as on memif.
+std::vector<uint8_t> v1_frame(uint8_t type, uint16_t flags, uint64_t cq_data,
+                              const std::vector<uint8_t>& payload, bool udp_checksum = true) {
+  // 12 bytes a row, as kGoldenFrame; lengths, checksums and flags are filled in below.
+  std::vector<uint8_t> f = {
+      0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01,  // Ethernet,
+      0x08, 0x00, 0x45, 0x00, 0x00, 0x00, 0x12, 0x34, 0x40, 0x00, 0x40, 0x11,  // IPv4,
+      0x00, 0x00, 0x0a, 0x00, 0x00, 0x01, 0x0a, 0x00, 0x00, 0x02, 0x24, 0x0c,  // UDP,
+      0x24, 0x0d, 0x00, 0x00, 0x00, 0x00, 0x01, type, 0x00, 0x00, 0x00, 0x03,  // the dpfab header:
+      0x00, 0x07,  // version 1, type, flags, src_ep 3, dst_ep 7
+  };
+  put16(f, kIpTotalLenOff, static_cast<uint16_t>(20 + 8 + 32 + payload.size()));
+  put16(f, kUdpLenOff, static_cast<uint16_t>(8 + 32 + payload.size()));
+  put16(f, kUdpCksumOff, udp_checksum ? 1 : 0);  // fix_checksums fills in a non-zero one
+  put16(f, kHeaderOffset + 2, flags);
+  for (int shift = 24; shift >= 0; shift -= 8)
+    f.push_back(static_cast<uint8_t>(payload.size() >> shift));  // payload_len
+  f.insert(f.end(), 12, 0);                                      // seq, ack, msg_id
+  for (int shift = 56; shift >= 0; shift -= 8) f.push_back(static_cast<uint8_t>(cq_data >> shift));
+  EXPECT_EQ(f.size(), 14u + 20 + 8 + 32);
+  f.insert(f.end(), payload.begin(), payload.end());
+  fix_checksums(f);
+  return f;
+}
+
+// What version 1 put in each kind of frame (the RDM and CM headers did not change): a DGRAM
+// message with remote CQ data; an RDM eager message "hello" (RDM header version 1, 64 bytes);
+// a CM connection request with 5 bytes of connection data (CM header version 1, 16 bytes).
+std::vector<uint8_t> v1_dgram() {
+  return v1_frame(1, kHasCqData, 0x1122334455667788ull, golden_payload());
+}
+std::vector<uint8_t> v1_rdm_payload() {
+  std::vector<uint8_t> r = {
+      1,   1,   0,   0,   0x01, 0x02, 0x03, 0x04,  // rdm_version, kEager, flags, epoch
+      0,   0,   0,   0,   0,    0,    0,    0,     // seq 0, ack 0
+      0,   0,   0,   0,   0,    0,    0,    0,     // sack
+      0,   64,  0,   0,   0,    0,    0,    1,     // window 64, reserved, msg_id 1
+      0,   0,   0,   0,   0,    0,    0,    0,     // offset 0
+      0,   0,   0,   0,   0,    0,    0,    5,     // length 5
+      0,   0,   0,   0,   0,    0,    0,    0,     // tag
+      0,   0,   0,   0,   0,    0,    0,    0,     // cq_data
+      'h', 'e', 'l', 'l', 'o',
+  };
+  return r;
+}
+std::vector<uint8_t> v1_rdm() { return v1_frame(7, 0, 0, v1_rdm_payload()); }
+std::vector<uint8_t> v1_cm_payload() {
+  return {1,   1,   0,   0,   0x12, 0x34, 0x56, 0x78,  // cm_version, kConnReq, flags, src_id
+          0,   0,   0,   0,   0,    5,    0,    0,     // dst_id 0, data_len 5, reserved
+          'h', 'e', 'l', 'l', 'o'};
+}
+std::vector<uint8_t> v1_cm() { return v1_frame(8, 0, 0, v1_cm_payload()); }
+
 }  // namespace
 
 // ---- Format constants ----
 
-TEST(Format, OverheadIsEthernetIpv4UdpAndThe32ByteHeader) {
-  EXPECT_EQ(kOverhead, 74u);
-  EXPECT_EQ(kHeaderLen, 32u);
-  EXPECT_EQ(kL3Overhead, 60u);
-  EXPECT_EQ(kPayloadOffset, 74u);
-  EXPECT_EQ(max_payload(1500), 1440u);
-  EXPECT_EQ(max_payload(9000), 8940u);
-  EXPECT_EQ(max_payload(60), 0u);
-  EXPECT_EQ(max_payload(61), 1u);
+TEST(Format, OverheadIsEthernetIpv4UdpAndThe20ByteHeader) {
+  EXPECT_EQ(kVersion, 2u);
+  EXPECT_EQ(kOverhead, 62u);
+  EXPECT_EQ(kHeaderLen, 20u);
+  EXPECT_EQ(kL3Overhead, 48u);
+  EXPECT_EQ(kPayloadOffset, 62u);
+  EXPECT_EQ(max_payload(1500), 1452u);
+  EXPECT_EQ(max_payload(9000), 8952u);
+  EXPECT_EQ(max_payload(48), 0u);
+  EXPECT_EQ(max_payload(49), 1u);
   EXPECT_EQ(max_payload(100000), kMaxPayload);
-  EXPECT_EQ(kMaxPayload, 65535u - 60u);
+  EXPECT_EQ(kMaxPayload, 65535u - 48u);
+  // Every header byte of a frame lies in its first 64-byte cache line (format.h).
+  EXPECT_LE(kOverhead, 64u);
 }
 
 TEST(Format, HeaderIsWrittenInNetworkByteOrderAtTheDocumentedOffsets) {
   Header h = golden_header();
   uint8_t b[kHeaderLen];
   write_header(b, h);
-  const uint8_t want[kHeaderLen] = {1,  1,  0,    1,    0,    3,    0,    7,    0,    0,   0,
-                                    12, 1,  2,    3,    4,    5,    6,    7,    8,    9,   10,
-                                    11, 12, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88};
+  const uint8_t want[kHeaderLen] = {2, 1,  0,    1,    0,    3,    0,    7,    0,    0,
+                                    0, 12, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88};
   EXPECT_EQ(0, std::memcmp(b, want, kHeaderLen));
   EXPECT_EQ(read_header(b), h);
 }
 
-TEST(Format, OnlyDataRdmAndCmAreAcceptedTheReservedTypesAreNot) {
+TEST(Format, OnlyDataRdmAndCmAreAcceptedTheNumbersVersion1ReservedAreNot) {
   EXPECT_FALSE(type_accepted(0));
   EXPECT_TRUE(type_accepted(static_cast<uint8_t>(Type::kData)));
   EXPECT_TRUE(type_accepted(static_cast<uint8_t>(Type::kRdm)));
   EXPECT_TRUE(type_accepted(static_cast<uint8_t>(Type::kCm)));
+  // The numbers stay those of version 1, so that captures of either version read the same.
+  EXPECT_EQ(static_cast<uint8_t>(Type::kData), 1u);
+  EXPECT_EQ(static_cast<uint8_t>(Type::kRdm), 7u);
+  EXPECT_EQ(static_cast<uint8_t>(Type::kCm), 8u);
   EXPECT_FALSE(type_accepted(static_cast<uint8_t>(Type::kCm) + 1));
-  for (Type t : {Type::kAck, Type::kNack, Type::kConnReq, Type::kConnResp, Type::kDisconnect})
-    EXPECT_FALSE(type_accepted(static_cast<uint8_t>(t)));
+  for (uint8_t t = 2; t <= 6; ++t) EXPECT_FALSE(type_accepted(t)) << int(t);
   EXPECT_FALSE(type_accepted(255));
 }
 
@@ -159,10 +223,12 @@ TEST(Encoder, RefusesWhatTheDecoderWouldRejectAndWritesNothing) {
   std::vector<uint8_t> f(kOverhead + 4, 0xaa);
   const auto before = f;
   Header h = golden_header();
-  h.version = 2;
-  EXPECT_EQ(encode_frame(f, golden_route(), h, 0), -EINVAL);
+  for (uint8_t v : {0, 1, 3}) {  // 1: the header would carry version 1 in version 2's layout
+    h.version = v;
+    EXPECT_EQ(encode_frame(f, golden_route(), h, 0), -EINVAL) << int(v);
+  }
   h = golden_header();
-  h.type = Type::kAck;
+  h.type = static_cast<Type>(2);  // reserved in version 1, never implemented
   EXPECT_EQ(encode_frame(f, golden_route(), h, 0), -EINVAL);
   h = golden_header();
   h.flags = 0x8000;
@@ -219,9 +285,6 @@ TEST(Decoder, RoundTripsEveryFieldOverRandomValues) {
     h.flags = static_cast<uint16_t>(rng() & kKnownFlags);
     h.src_ep = static_cast<uint16_t>(rng());
     h.dst_ep = static_cast<uint16_t>(rng());
-    h.seq = static_cast<uint32_t>(rng());
-    h.ack = static_cast<uint32_t>(rng());
-    h.msg_id = static_cast<uint32_t>(rng());
     h.cq_data = rng();
     std::vector<uint8_t> payload(rng() % 1500);
     for (auto& b : payload) b = static_cast<uint8_t>(rng());
@@ -251,7 +314,7 @@ TEST(Decoder, AcceptsIpv4OptionsAndSkipsThem) {
   const uint8_t opts[8] = {1, 1, 1, 1, 1, 1, 1, 0};
   f.insert(f.begin() + kUdpOffset, opts, opts + 8);
   f[kIpv4Offset] = 0x47;
-  put16(f, kIpTotalLenOff, static_cast<uint16_t>(20 + 8 + 8 + 32 + 12));
+  put16(f, kIpTotalLenOff, static_cast<uint16_t>(20 + 8 + 8 + 20 + 12));
   fix_checksums(f);
   Frame fr;
   ASSERT_EQ(decode(f, &fr), Verdict::kData);
@@ -263,8 +326,8 @@ TEST(Decoder, AcceptsIpv4OptionsAndSkipsThem) {
 }
 
 TEST(Decoder, IgnoresEthernetPaddingAfterTheIpv4TotalLength) {
-  auto f = valid_frame(0);  // 74 bytes; pad as a switch would to 80
-  f.resize(80, 0);
+  auto f = valid_frame(0);  // 62 bytes; 6 bytes of trailer, as a switch pads a short frame
+  f.resize(68, 0);
   Frame fr;
   ASSERT_EQ(decode(f, &fr), Verdict::kData);
   EXPECT_EQ(fr.payload_len, 0u);
@@ -304,7 +367,7 @@ TEST(Decoder, RejectsATruncatedFrameWithIpv4Options) {
   const uint8_t opts[4] = {1, 1, 1, 0};
   f.insert(f.begin() + kUdpOffset, opts, opts + 4);
   f[kIpv4Offset] = 0x46;
-  put16(f, kIpTotalLenOff, static_cast<uint16_t>(24 + 40 + 12));
+  put16(f, kIpTotalLenOff, static_cast<uint16_t>(24 + 28 + 12));
   fix_checksums(f);
   ASSERT_EQ(decode(f), Verdict::kData);
   for (size_t n = 34; n < 38; ++n)
@@ -365,7 +428,7 @@ TEST(Decoder, RejectsIpTotalLengthBeyondTheFrameOrTooShortForTheHeaders) {
   put16(f, kIpTotalLenOff, static_cast<uint16_t>(f.size() - 14 + 1));
   fix_checksums(f);
   EXPECT_EQ(decode(f), Verdict::kIpTotalLength);
-  put16(f, kIpTotalLenOff, 20 + 8 + 32 - 1);
+  put16(f, kIpTotalLenOff, 20 + 8 + 20 - 1);
   fix_checksums(f);
   EXPECT_EQ(decode(f), Verdict::kIpTotalLength);
 }
@@ -391,7 +454,7 @@ TEST(Decoder, RejectsProtocolsOtherThanUdp) {
 
 TEST(Decoder, RejectsUdpLengthMismatchesBothWays) {
   auto f = valid_frame();
-  const uint16_t udp_len = static_cast<uint16_t>(8 + 32 + 12);
+  const uint16_t udp_len = static_cast<uint16_t>(8 + 20 + 12);
   for (uint16_t bad : {uint16_t(udp_len + 1), uint16_t(udp_len - 1), uint16_t(0), uint16_t(8)}) {
     put16(f, kUdpLenOff, bad);
     fix_checksums(f);
@@ -408,7 +471,9 @@ TEST(Decoder, RejectsUdpLengthMismatchesBothWays) {
 
 TEST(Decoder, RejectsABadHeaderVersionTypeOrFlags) {
   auto f = valid_frame();
-  for (uint8_t v : {0, 2, 255}) {
+  // 1 too: a version-2 frame with a 1 in its version byte is not a frame of version 1 (its
+  // payload_len does not fit version 1's 32-byte header), so it is no old peer either.
+  for (uint8_t v : {0, 1, 3, 255}) {
     auto g = f;
     g[kHeaderOffset] = v;
     fix_checksums(g);
@@ -425,6 +490,123 @@ TEST(Decoder, RejectsABadHeaderVersionTypeOrFlags) {
     put16(g, kHeaderOffset + 2, fl);
     fix_checksums(g);
     EXPECT_EQ(decode(g), Verdict::kHeaderFlags) << fl;
+  }
+}
+
+// ---- Wire version 1 (format.h): refused and counted, never parsed as version 2 ----
+
+TEST(OldVersion, TheVersion1FramesAreWellFormedFramesOfTheirTime) {
+  // The RDM and CM payloads are what the unchanged RDM and CM decoders accept: only the dpfab
+  // header's version stands between them and delivery.
+  RdmDecodeStats rs;
+  RdmHeader rh;
+  std::span<const uint8_t> data;
+  const auto rp = v1_rdm_payload();
+  EXPECT_EQ(
+      decode_rdm(rdm_outer_header(3, 7, static_cast<uint32_t>(rp.size())), rp, &rh, &data, rs),
+      RdmVerdict::kOk);
+  CmDecodeStats cs;
+  CmHeader ch;
+  const auto cp = v1_cm_payload();
+  EXPECT_EQ(decode_cm(cm_outer_header(3, 7, static_cast<uint32_t>(cp.size())), cp, &ch, &data, cs),
+            CmVerdict::kOk);
+  EXPECT_EQ(ch.kind, CmKind::kConnReq);
+  // And each frame's Ethernet, IPv4 and UDP layers are sound: with another version byte, the
+  // decoder gets as far as the version and rejects it as unknown.
+  for (const auto& f : {v1_dgram(), v1_rdm(), v1_cm()}) {
+    auto g = f;
+    g[kHeaderOffset] = 0;
+    fix_checksums(g);
+    EXPECT_EQ(decode(g), Verdict::kHeaderVersion);
+  }
+}
+
+TEST(OldVersion, DgramRdmAndCmFramesOfVersion1AreRefusedUnderTheirOwnVerdictAndCounted) {
+  struct Case {
+    const char* what;
+    std::vector<uint8_t> frame;
+  } cases[] = {
+      {"dgram", v1_dgram()},
+      {"rdm", v1_rdm()},
+      {"cm", v1_cm()},
+      {"dgram, no UDP checksum (memif)", v1_frame(1, 0, 0, golden_payload(), false)},
+      {"dgram, empty", v1_frame(1, 0, 0, {})},
+  };
+  DecodeStats all;
+  for (const auto& c : cases) {
+    DecodeStats stats;
+    Frame fr;
+    EXPECT_EQ(decode_frame(c.frame, &fr, stats), Verdict::kOldVersion) << c.what;
+    EXPECT_EQ(stats.get(Verdict::kOldVersion), 1u) << c.what;
+    EXPECT_EQ(stats.rejected(), 1u) << c.what;
+    EXPECT_EQ(stats.get(Verdict::kHeaderVersion), 0u) << c.what;
+    // The sender is named, so that the port can say who runs the older dpfab.
+    const Route r = golden_route();
+    EXPECT_EQ(fr.src_ip_be, r.src_ip_be) << c.what;
+    EXPECT_EQ(fr.src_port_be, r.src_port_be) << c.what;
+    EXPECT_EQ(fr.dst_port_be, r.dst_port_be) << c.what;
+    EXPECT_EQ(0, std::memcmp(&fr.src_mac, &r.src_mac, 6)) << c.what;
+    EXPECT_EQ(decode_frame(c.frame, &fr, all), Verdict::kOldVersion);
+    // NIC-verified checksums change nothing.
+    EXPECT_EQ(decode_frame(c.frame, &fr, all, {RxChecksum::kGood, RxChecksum::kGood}),
+              Verdict::kOldVersion);
+    // Nor does the mbuf front-end, in one segment or with the payload in a second one.
+    TestMbuf mb;
+    mb.append(c.frame.data(), c.frame.size());
+    EXPECT_EQ(decode_mbuf(&mb.m, &fr, all), Verdict::kOldVersion) << c.what;
+    TestChain ch(c.frame, {kPayloadOffset});
+    EXPECT_EQ(decode_mbuf(ch.head(), &fr, all), Verdict::kOldVersion) << c.what;
+  }
+  EXPECT_EQ(all.get(Verdict::kOldVersion), 4u * std::size(cases));
+  EXPECT_EQ(all.rejected(), all.get(Verdict::kOldVersion));
+  EXPECT_STREQ(verdict_name(Verdict::kOldVersion), "old-version");
+}
+
+TEST(OldVersion, OnlyAWholeVersion1HeaderCountsAsAnOldPeerOtherwiseItIsAnUnknownVersion) {
+  // Version byte 1, but not a frame of version 1: its payload_len disagrees with the UDP length
+  // under a 32-byte header (someone else's datagram that starts with a 1), its type is none
+  // version 1 sent, or it is too short to hold a version-1 header.
+  auto wrong_len = v1_dgram();
+  wrong_len[kHeaderOffset + kPayloadLenOffset + 3] ^= 1;
+  fix_checksums(wrong_len);
+  EXPECT_EQ(decode(wrong_len), Verdict::kHeaderVersion);
+  auto v2_len = v1_dgram();  // the payload_len a version-2 header would carry
+  v2_len[kHeaderOffset + kPayloadLenOffset + 3] =
+      static_cast<uint8_t>(12 + v1::kHeaderLen - kHeaderLen);
+  fix_checksums(v2_len);
+  EXPECT_EQ(decode(v2_len), Verdict::kHeaderVersion);
+  for (uint8_t t : {0, 2, 6, 9, 255}) {
+    auto g = v1_dgram();
+    g[kHeaderOffset + 1] = t;
+    fix_checksums(g);
+    EXPECT_EQ(decode(g), Verdict::kHeaderVersion) << int(t);
+  }
+  // 20 to 31 bytes after the UDP header: a version-2 header's worth, not a version-1 one.
+  for (size_t cut = 1; cut <= 12; ++cut) {
+    auto g = v1_frame(1, 0, 0, {});
+    g.resize(g.size() - cut);
+    put16(g, kIpTotalLenOff, static_cast<uint16_t>(g.size() - kEthHdrLen));
+    put16(g, kUdpLenOff, static_cast<uint16_t>(g.size() - kUdpOffset));
+    fix_checksums(g);
+    EXPECT_EQ(decode(g), Verdict::kHeaderVersion) << cut;
+  }
+}
+
+TEST(OldVersion, AVersion1FrameIsNeverReadAsVersion2WhateverItsFields) {
+  // Whatever a version-1 frame carries in the bytes version 2 reads differently (its seq, ack,
+  // msg_id where version 2 has cq_data, and its cq_data where version 2 has payload), it is
+  // refused: the version is checked before any of them is read.
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 500; ++i) {
+    std::vector<uint8_t> payload(rng() % 200);
+    for (auto& b : payload) b = static_cast<uint8_t>(rng());
+    const uint8_t types[] = {1, 7, 8};
+    auto f = v1_frame(types[rng() % 3], static_cast<uint16_t>(rng() & kKnownFlags), rng(), payload,
+                      (rng() & 1) != 0);
+    for (size_t off = kHeaderOffset + 12; off < kHeaderOffset + 24; ++off)
+      f[off] = static_cast<uint8_t>(rng());  // seq, ack, msg_id: any value
+    fix_checksums(f);
+    EXPECT_EQ(decode(f), Verdict::kOldVersion) << i;
   }
 }
 
@@ -489,10 +671,7 @@ TEST(HeaderTemplate, WritesTheBytesEncodeMbufWritesOnALinkWithoutUdpChecksum) {
     h.flags = h.type == Type::kData ? static_cast<uint16_t>(rng() & kKnownFlags) : 0;
     h.src_ep = static_cast<uint16_t>(rng());
     h.dst_ep = static_cast<uint16_t>(rng());
-    if (h.type == Type::kData) {
-      h.seq = static_cast<uint32_t>(rng());
-      h.cq_data = rng();
-    }
+    if (h.type == Type::kData) h.cq_data = rng();
     h.payload_len = static_cast<uint32_t>(rng());  // ignored: the payload's length counts
     HeaderTemplate t;
     ASSERT_EQ(t.init(r, h), 0);
@@ -556,10 +735,10 @@ TEST(EncoderMbuf, ChecksumOffloadSetsFlagsLengthsAndThePseudoHeaderSum) {
     EXPECT_EQ(p[kIpv4Offset + 11], caps.ipv4 ? 0 : kGoldenFrame[kIpv4Offset + 11]);
     // UDP checksum: the non-complemented pseudo-header sum when offloaded (computed here
     // independently: src, dst, zero, protocol, UDP length), else the full checksum.
-    uint8_t ph[12] = {10, 0, 0, 1, 10, 0, 0, 2, 0, 17, 0, 8 + 32 + 12};
+    uint8_t ph[12] = {10, 0, 0, 1, 10, 0, 0, 2, 0, 17, 0, 8 + 20 + 12};
     const uint16_t phs = ones_sum(ph, sizeof(ph));
     const uint16_t got = static_cast<uint16_t>((p[kUdpCksumOff] << 8) | p[kUdpCksumOff + 1]);
-    EXPECT_EQ(got, caps.udp ? phs : 0xfbed);
+    EXPECT_EQ(got, caps.udp ? phs : 0x1f30);
     // Everything else is the hand-crafted frame.
     std::vector<uint8_t> f(p, p + mb.m.data_len);
     std::vector<uint8_t> g = kGoldenFrame;

@@ -122,31 +122,25 @@ TEST(RdmHeader, EveryRejectReason) {
   auto good = payload_of(eager(), 10);
 
   // Outer header fields.
-  for (int field = 0; field < 6; ++field) {
+  for (int field = 0; field < 4; ++field) {
     Header o = outer(good.size());
     switch (field) {
       case 0:
         o.type = Type::kData;
         break;
       case 1:
-        o.flags = kHasCqData;
+        o.type = Type::kCm;
         break;
       case 2:
-        o.seq = 1;
+        o.flags = kHasCqData;
         break;
       case 3:
-        o.ack = 1;
-        break;
-      case 4:
-        o.msg_id = 1;
-        break;
-      case 5:
         o.cq_data = 1;
         break;
     }
     EXPECT_EQ(decode_rdm(o, good, &h, &d, stats), RdmVerdict::kOuterHeader) << field;
   }
-  EXPECT_EQ(stats.get(RdmVerdict::kOuterHeader), 6u);
+  EXPECT_EQ(stats.get(RdmVerdict::kOuterHeader), 4u);
 
   auto mutate = [&](auto&& f) {
     auto p = good;
@@ -157,7 +151,7 @@ TEST(RdmHeader, EveryRejectReason) {
   EXPECT_EQ(decode(std::vector<uint8_t>(good.begin(), good.begin() + 63)), RdmVerdict::kTruncated);
   EXPECT_EQ(mutate([](auto& p) { p[0] = 2; }), RdmVerdict::kVersion);
   EXPECT_EQ(mutate([](auto& p) { p[1] = 0; }), RdmVerdict::kKind);
-  EXPECT_EQ(mutate([](auto& p) { p[1] = 6; }), RdmVerdict::kKind);
+  EXPECT_EQ(mutate([](auto& p) { p[1] = kRdmKindMax + 1; }), RdmVerdict::kKind);
   EXPECT_EQ(mutate([](auto& p) { p[3] |= kRdmRnr; }), RdmVerdict::kFlags);
   EXPECT_EQ(mutate([](auto& p) { p[2] = 0x80; }), RdmVerdict::kFlags);
   EXPECT_EQ(mutate([](auto& p) { std::memset(&p[4], 0, 4); }), RdmVerdict::kEpoch);
