@@ -47,7 +47,8 @@ class WakeBatch {
     if (!outer_) t_open = this;
   }
   ~WakeBatch() {
-    if (!outer_) flush();
+    // flush_now() closed it already (t_open no longer names it): nothing left to make.
+    if (!outer_ && t_open == this) flush();
   }
   WakeBatch(const WakeBatch&) = delete;
   WakeBatch& operator=(const WakeBatch&) = delete;
