@@ -532,8 +532,7 @@ void RdmCore::restart(PeerState& p, fi_addr_t addr, const RdmHeader& first) noex
   // What involved the old instance fails as if it had been found unreachable...
   if (!p.rel.unreachable()) unreachable(addr);
   // ...and the new one starts with fresh reliability state (its window, our stream to it).
-  p.rel.~RdmPeer();
-  new (&p.rel) RdmPeer(&shared_, addr);
+  fresh_rel(p, addr);
   // The new instance may have taken the start of our stream to the old one (retransmissions
   // that reached it before it spoke): our stream goes on where it expects it to.
   p.rel.start_stream_at(first.ack);
@@ -556,14 +555,26 @@ void RdmCore::set_peer_rdv_segment(fi_addr_t peer, uint64_t bytes) noexcept {
     p->rdv_seg_shift = bytes ? static_cast<uint8_t>(std::bit_width(bytes) - 1) : 0;
 }
 
+void RdmCore::set_peer_lossless(fi_addr_t peer) noexcept {
+  if (PeerState* p = state(peer)) {
+    p->lossless = true;
+    p->rel.set_lossless();
+  }
+}
+
+void RdmCore::fresh_rel(PeerState& p, fi_addr_t addr) noexcept {
+  p.rel.~RdmPeer();
+  new (&p.rel) RdmPeer(&shared_, addr);
+  if (p.lossless) p.rel.set_lossless();
+}
+
 void RdmCore::renew_peer(fi_addr_t peer, uint64_t now) noexcept {
   PeerState* p = state(peer);
   if (p == nullptr) return;
   now_ = now;
   ++stats_.peer_restarts;
   if (!p->rel.unreachable()) unreachable(peer);  // as restart(): the old instance's work fails
-  p->rel.~RdmPeer();
-  new (&p->rel) RdmPeer(&shared_, peer);
+  fresh_rel(*p, peer);
   p->rdv_turn = false;
   p->awaiting_cts = 0;
   p->rdv_seg_shift = 0;  // the new instance's link says again what it can read
@@ -649,8 +660,7 @@ void RdmCore::abort(int err) noexcept {
     PeerState* p = peers_[a].get();
     if (p == nullptr) continue;
     fail_peer(a, err);
-    p->rel.~RdmPeer();
-    new (&p->rel) RdmPeer(&shared_, a);
+    fresh_rel(*p, a);
     p->rdv_turn = false;
     p->active = false;
   }

@@ -326,6 +326,10 @@ class RdmCore final : private PeerHost {
   /// same-host peer that copies them out of our memory itself (shm, kRdmIndirect) takes large ones.
   /// Any time; later segments follow it.
   void set_peer_rdv_segment(fi_addr_t peer, uint64_t bytes) noexcept;
+  /// `peer` is reached through a link that loses nothing it took (a same-host peer's rings): its
+  /// retransmission timeout is at least ReliabilityConfig::lossless_rto_min_ns (RdmPeer::
+  /// set_lossless), for this instance of it and later ones. Any time; no-op for an unknown peer.
+  void set_peer_lossless(fi_addr_t peer) noexcept;
   /// `peer`'s address now names a new instance (a same-host peer that restarted: its node's
   /// nonce changed, which the address tells before any packet): what involved the old instance
   /// completes with FI_EHOSTUNREACH (if it has not yet), and the peer starts afresh, reachable,
@@ -444,6 +448,8 @@ class RdmCore final : private PeerHost {
     }
   }
   bool send_rdv_segment(PeerState& p, uint32_t op, uint64_t now) noexcept;
+  /// p.rel replaced by a fresh RdmPeer for `addr` (a restarted or reset peer), lossless if p is.
+  void fresh_rel(PeerState& p, fi_addr_t addr) noexcept;
   void complete_tx(uint32_t op, int err) noexcept;
   void maybe_complete_tx(uint32_t op) noexcept;
   // The bytes [off, off + max) of t's data that lie in one of its buffers (the span may be

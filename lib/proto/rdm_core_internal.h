@@ -104,6 +104,7 @@ struct RdmCore::PeerState {
   // (unit-proto-memory); the core lock serialises every access.
   bool cur_active : 1 = false;
   bool cur_unexp : 1 = false;  // cur_idx is an Unexp (else an RxOp; kNone: dropped)
+  bool lossless : 1 = false;   // set_peer_lossless(): kept across a fresh RdmPeer (fresh_rel)
   uint32_t cur_idx = kNone;
   uint32_t cur_msg = 0;
   uint64_t cur_total = 0, cur_received = 0;

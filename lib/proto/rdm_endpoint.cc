@@ -442,6 +442,10 @@ void RdmEndpoint::finish() noexcept {
     for (uint32_t id : large_rdv_) core_->set_peer_rdv_segment(id, kIndirectSegment);
     large_rdv_.clear();
   }
+  if (!lossless_.empty()) [[unlikely]] {
+    for (uint32_t id : lossless_) core_->set_peer_lossless(id);
+    lossless_.clear();
+  }
   if (!lost_.empty()) [[unlikely]] {
     const uint64_t now = core_time(last_now_);
     for (size_t i = 0; i < lost_.size(); ++i) core_->lose_peer(lost_[i], now);  // may add more
@@ -546,6 +550,14 @@ bool RdmEndpoint::transmit_local(Peer& p, uint32_t id, shm::Conn* c, const wire:
   // Rendezvous data to a peer that can read our memory stays where it is (the application's
   // buffer, valid until the peer acknowledges it): the peer copies it once, with
   // process_vm_readv, straight into its receive (deliver_indirect).
+  if (!p.lossless) [[unlikely]] {
+    // The rings lose nothing they took: the core's RTO for this peer gets the lossless floor.
+    try {
+      lossless_.push_back(id);
+      p.lossless = true;
+    } catch (...) {
+    }
+  }
   const bool by_ref =
       h.kind == wire::RdmKind::kRdvData && data.size() >= kIndirectMin && c->peer_reads_us();
   if (by_ref && !p.large_rdv) {

@@ -166,6 +166,9 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
     // Same-host peer reached through a link that copies rendezvous data out of our memory
     // (kRdmIndirect): the core was told to send it in large segments (set_peer_rdv_segment).
     bool large_rdv = false;
+    // Reached through the same-host path: the core was told its link is lossless
+    // (set_peer_lossless, from finish()).
+    bool lossless = false;
     // The headers of frames to it (links without UDP checksum: transmit); made on the first frame
     // after our address was set.
     bool headers_ok = false;
@@ -278,6 +281,7 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   // Under mu_: same-host peers whose rendezvous data goes by reference from now on (the sink
   // may not call back into the core: set_peer_rdv_segment in finish()).
   std::vector<uint32_t> large_rdv_;
+  std::vector<uint32_t> lossless_;  // peers to tell the core about, as large_rdv_
   uint16_t ip_id_ = 0;
   std::atomic<uint64_t> due_ns_{UINT64_MAX};  // the core's next deadline
   uint64_t last_now_ = 0;                     // under mu_: the last time given to the core

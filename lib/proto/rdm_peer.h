@@ -90,6 +90,12 @@ struct ReliabilityConfig {
   /// progress, a long computation) is slow, not dead.
   uint64_t peer_timeout_ns = 10'000'000'000;
   uint64_t ack_delay_ns = 20'000;
+  /// The RTO's lower bound for a peer on a lossless link (set_lossless(): a same-host peer, whose
+  /// shared-memory rings drop nothing once a packet is in them). There a timeout only means that
+  /// the peer has not run yet, which on a host with more busy processes than cores takes a few
+  /// scheduler slices (4 ms each at HZ=250): a retransmission then is a duplicate. It still
+  /// recovers what the receiving process dropped itself (a packet for an endpoint not yet open).
+  uint64_t lossless_rto_min_ns = 20'000'000;
   uint32_t ack_every = 4;  ///< in-order packets that trigger an immediate ack
   /// Packets transmitted after one and delivered before it that declare it lost (1..8).
   uint32_t dupthresh = 3;
@@ -259,8 +265,17 @@ class RdmPeer {
     // (Karn), and a backoff kept until the next sample would grow to rto_max and stall the
     // stream.
     const uint32_t shift = std::min<uint32_t>(timeouts_, 20);
-    return std::min(rto_ << shift, sh_->cfg.rto_max_ns);
+    const uint64_t rto = std::min(rto_ << shift, sh_->cfg.rto_max_ns);
+    return lossless_ ? std::max(rto, lossless_min()) : rto;
   }
+  uint64_t lossless_min() const noexcept {
+    return std::min(sh_->cfg.lossless_rto_min_ns, sh_->cfg.rto_max_ns);
+  }
+  /// The link to this peer loses nothing it took (same-host rings): the RTO is at least
+  /// ReliabilityConfig::lossless_rto_min_ns from the next packet on. Loss detection, RNR and
+  /// liveness are unchanged.
+  void set_lossless() noexcept { lossless_ = true; }
+  bool lossless() const noexcept { return lossless_; }
   uint64_t srtt_ns() const noexcept { return srtt_; }
 
  private:
@@ -324,7 +339,8 @@ class RdmPeer {
   uint64_t last_heard_ = 0;   // last valid frame from the peer
   uint64_t stall_since_ = 0;  // since when our oldest unacked packet waits (progress resets it)
   uint64_t probe_deadline_ = UINT64_MAX;
-  uint32_t probes_ = 0;  // unanswered keepalive probes
+  uint32_t probes_ = 0;    // unanswered keepalive probes
+  bool lossless_ = false;  // set_lossless()
 };
 
 }  // namespace dpfab::proto::rdm

@@ -382,6 +382,50 @@ TEST(RdmPeer, RttRtoKarnBackoffAndUnreachable) {
   EXPECT_EQ(p.pa.next_deadline(), UINT64_MAX);
 }
 
+// A lossless link (a same-host peer's rings): the RTO estimate keeps following the samples, but a
+// retransmission waits at least lossless_rto_min_ns. A peer that has not run for a few scheduler
+// slices gets no duplicates; a packet the peer itself dropped is still resent, and liveness is
+// unchanged (a dead peer is still declared unreachable).
+TEST(RdmPeer, ALosslessLinkRetransmitsNoSoonerThanItsFloor) {
+  Pair p;
+  p.a.sh.cfg.lossless_rto_min_ns = 50'000;
+  p.pa.set_lossless();
+  EXPECT_TRUE(p.pa.lossless());
+  ASSERT_EQ(p.send(0), 0);
+  p.a_to_b();
+  p.now += 400;
+  p.pb.poll(p.now);
+  p.b_to_a();
+  EXPECT_EQ(p.pa.srtt_ns(), 400u);    // the estimate as on any link...
+  EXPECT_EQ(p.pa.rto_ns(), 50'000u);  // ...under the floor
+  ASSERT_EQ(p.send(1), 0);
+  p.a.host.out.clear();  // dropped by the receiving process (no endpoint yet)
+  p.now += 1200;         // the lossy RTO (400 + 4 * 200) would have fired here
+  p.pa.poll(p.now);
+  EXPECT_EQ(p.a.sh.stats.rto_expiries, 0u);
+  EXPECT_TRUE(p.a.host.out.empty()) << "resent before the floor";
+  p.now = p.pa.next_deadline();
+  EXPECT_LE(p.now, 1'000'000u + 400 + 50'000 + 1200);
+  p.pa.poll(p.now);
+  EXPECT_EQ(p.a.sh.stats.rto_expiries, 1u);
+  ASSERT_EQ(p.a.host.out.size(), 1u) << "still recovered";
+  p.a_to_b();
+  p.now += 400;
+  p.pb.poll(p.now);
+  p.b_to_a();
+  EXPECT_EQ(p.a.host.acks.size(), 2u);
+  // A floor above rto_max is rto_max; a black hole still ends unreachable.
+  p.a.sh.cfg.lossless_rto_min_ns = p.a.sh.cfg.rto_max_ns * 2;
+  EXPECT_EQ(p.pa.rto_ns(), p.a.sh.cfg.rto_max_ns);
+  ASSERT_EQ(p.send(2), 0);
+  for (int i = 0; i < 100 && p.a.host.dead == 0; ++i) {
+    p.a.host.out.clear();
+    p.now = std::max(p.pa.next_deadline(), p.now + p.a.sh.cfg.peer_timeout_ns);
+    p.pa.poll(p.now);
+  }
+  EXPECT_TRUE(p.pa.unreachable());
+}
+
 // A late ack (a slow or descheduled peer) lets the RTO resend the oldest packet although it
 // arrived. The ack for its first transmission must not date it as sent at the resend: that would
 // declare lost every packet sent an RTO before, all of which arrived too (RFC 8985 6.2 step 2).
