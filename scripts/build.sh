@@ -4,9 +4,8 @@
 # Configures (once) and builds the project in ./build. Warnings are errors under CI.
 #   scripts/build.sh          everything, tests included (scripts/test.sh)
 #   scripts/build.sh --main   only the plugin, dpfab-bench, its floor helper and dpfab-info
-#                             (scripts/main.sh); a
-#                             build folder made this way has no tests until scripts/build.sh
-#                             turns them on
+#                             (scripts/main.sh); a build folder made this way has no tests
+#                             until scripts/build.sh turns them on
 set -euo pipefail
 cd "$(dirname "$0")/.."
 main=0
