@@ -11,7 +11,7 @@
 # default), shm, and tcp on lo (FI_TCP_IFACE=lo; tcp has no DGRAM, so with -e dgram udp takes its
 # place). Prints each round, then the medians and the ratios of each dpdk path to shm and tcp (or
 # udp). Keep to 200,000 iterations: longer runs of two SCHED_FIFO spinners meet the kernel's RT
-# throttling.
+# throttling. DPFAB_PINGPONG_RT=0 runs them without real-time priority.
 set -uo pipefail
 rounds=${1:-10} size=${2:-64} iters=${3:-200000} ep=${4:-rdm}
 here=$(dirname "$(readlink -f "$0")")
@@ -29,7 +29,8 @@ cleanup() {
 }
 trap cleanup EXIT
 rt=()
-chrt -f 1 true 2>/dev/null && rt=(chrt -f 1)
+# DPFAB_PINGPONG_RT=0: no real-time priority (as a user runs them; issue 26 bounds that figure).
+[ "${DPFAB_PINGPONG_RT:-1}" != 0 ] && chrt -f 1 true 2>/dev/null && rt=(chrt -f 1)
 kernel=tcp
 [ "$ep" = dgram ] && kernel=udp
 
