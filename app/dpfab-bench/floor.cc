@@ -28,7 +28,6 @@
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 #include <sched.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -41,7 +40,9 @@
 #include <vector>
 
 #include "common.h"
+#include "common/strings.h"
 #include "oob.h"
+#include "port/memif_prefault.h"
 #include "record.h"
 #include "wire/format.h"
 
@@ -49,7 +50,6 @@ using namespace dpfab::bench;
 
 namespace {
 
-constexpr int kOobTimeoutMs = 30'000;
 constexpr int64_t kHandshakeNs = 5'000'000'000;
 constexpr int64_t kLinkUpNs = 30'000'000'000;
 constexpr int64_t kRestartNs = 500'000'000;  // a client link down this long is restarted
@@ -64,10 +64,6 @@ constexpr uint16_t kFlagEndOfMessage = 0x8000;
 /// MTU 9000 with a VLAN tag, rounded to 512), in rings of 512.
 constexpr unsigned kMemifBufSize = 9216;
 
-int64_t server_slice_ns(int timeout_ms) {
-  return std::clamp<int64_t>(int64_t{timeout_ms} * 250'000, 10'000'000, 100'000'000);
-}
-
 // ---- the port ---------------------------------------------------------------------------------
 
 // "0-3,6" for the CPUs this process may run on: EAL's main lcore is mapped to all of them, as
@@ -75,41 +71,11 @@ int64_t server_slice_ns(int timeout_ms) {
 std::string cpu_list() {
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return "0";
-  std::string out;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (!CPU_ISSET(c, &set)) continue;
-    int e = c;
-    while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, &set)) ++e;
-    out += (out.empty() ? "" : ",") + std::to_string(c) + (e > c ? "-" + std::to_string(e) : "");
-    c = e;
-  }
-  return out.empty() ? "0" : out;
-}
-
-// The memif shared memory faulted in once the link is up, as dpfab does at link-up
-// (port::Port::prefault_shared_memory): pages would otherwise fault on the first laps of the
-// rings, inside the timed window.
-void prefault_memif() {
-#ifndef MADV_POPULATE_WRITE
-  constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14
-#endif
-  FILE* maps = std::fopen("/proc/self/maps", "re");
-  if (!maps) return;
-  char line[512];
-  while (std::fgets(line, sizeof(line), maps)) {
-    if (!std::strstr(line, "/memfd:memif_region_")) continue;
-    unsigned long start = 0, end = 0;
-    char perms[5] = {};
-    if (std::sscanf(line, "%lx-%lx %4s", &start, &end, perms) != 3) continue;
-    if (perms[1] != 'w' || perms[3] != 's' || end <= start) continue;
-    if (madvise(reinterpret_cast<void*>(start), end - start, MADV_POPULATE_WRITE) != 0) {
-      // Older kernels: touch each page with a read (the ring is not ours to write yet).
-      volatile const char* p = reinterpret_cast<const char*>(start);
-      for (unsigned long off = 0; off < end - start; off += 4096) (void)p[off];
-    }
-  }
-  std::fclose(maps);
+  std::vector<unsigned> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0)
+    for (unsigned c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus.empty() ? "0" : dpfab::str::format_cpu_list(cpus);
 }
 
 struct Port {
@@ -162,7 +128,9 @@ struct Port {
       }
       usleep(1000);
     } while (true);
-    prefault_memif();
+    // The link's shared memory faulted in now, as dpfab does at link-up (the server walking
+    // backward): pages would otherwise fault on the first laps of the rings, in the timed window.
+    dpfab::port::prefault_memif_regions(server);
     return "";
   }
   void close() {
@@ -451,20 +419,8 @@ class Client {
   }
 
  private:
-  void emit(const json& j) {
-    std::string line = j.dump() + "\n";
-    size_t off = 0;
-    while (off < line.size()) {
-      ssize_t n = write(events_fd_, line.data() + off, line.size() - off);
-      if (n <= 0) return;
-      off += static_cast<size_t>(n);
-    }
-  }
-
-  std::optional<json> ask(const json& cmd) {
-    if (!oob_.send(cmd)) return std::nullopt;
-    return oob_.recv(kOobTimeoutMs);
-  }
+  void emit(const json& j) { write_event(events_fd_, j); }
+  std::optional<json> ask(const json& cmd) { return oob_.ask(cmd); }
 
   json run_case(const CaseKey& key, Workload w, size_t size) {
     CaseParams p{++case_id_, w, size, window()};
@@ -591,8 +547,6 @@ json serve_case(Port& port, Oob& oob, const CaseParams& p, int timeout_ms) {
   return j;
 }
 
-json reply(const std::string& error) { return json{{"ok", error.empty()}, {"error", error}}; }
-
 int run_server(Port& port, const Options& o, const std::string& oob_path,
                const std::string& port_error) {
   Oob oob;
@@ -607,15 +561,15 @@ int run_server(Port& port, const Options& o, const std::string& oob_path,
     if (cmd == "run") {
       CaseParams p{msg->value("case", 0u), Workload::kPingpong, msg->value("size", size_t{0}),
                    msg->value("window", 1u)};
-      oob.send(reply(port_error));
+      oob.send(oob_reply(port_error));
       json fig = port_error.empty() ? serve_case(port, oob, p, o.timeout_ms) : json::object();
       if (!oob.recv(kOobTimeoutMs)) return 1;  // "end"
       oob.send(fig);
     } else if (cmd == "quit") {
-      oob.send(reply(""));
+      oob.send(oob_reply(""));
       return 0;
     } else {
-      oob.send(reply("unknown command " + cmd));
+      oob.send(oob_reply("unknown command " + cmd));
     }
   }
 }

@@ -6,7 +6,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 namespace dpfab::bench {
@@ -27,6 +29,27 @@ int ms_left(int64_t deadline) {
 }
 
 }  // namespace
+
+int64_t server_slice_ns(int timeout_ms) {
+  return std::clamp<int64_t>(int64_t{timeout_ms} * 250'000, 10'000'000, 100'000'000);
+}
+
+json oob_reply(const std::string& error) { return json{{"ok", error.empty()}, {"error", error}}; }
+
+void write_event(int fd, const json& event) {
+  const std::string line = event.dump() + "\n";
+  size_t off = 0;
+  while (off < line.size()) {
+    const ssize_t n = write(fd, line.data() + off, line.size() - off);
+    if (n <= 0) return;
+    off += static_cast<size_t>(n);
+  }
+}
+
+std::optional<json> Oob::ask(const json& cmd) {
+  if (!send(cmd)) return std::nullopt;
+  return recv(kOobTimeoutMs);
+}
 
 Oob::~Oob() {
   if (fd_ >= 0) close(fd_);

@@ -12,6 +12,17 @@
 
 namespace dpfab::bench {
 
+/// How long any out-of-band reply may take (opening a group included).
+inline constexpr int kOobTimeoutMs = 30'000;
+
+/// The server waits in slices, checking the oob socket between them: a quarter of the client's
+/// timeout (so that a server woken only by its slice still answers in time), 10..100 ms.
+int64_t server_slice_ns(int timeout_ms);
+/// A server's answer to a command: ok when `error` is empty.
+json oob_reply(const std::string& error);
+/// Writes one event (a JSON object, one line) to dpfab-bench's events fd; a closed fd drops it.
+void write_event(int fd, const json& event);
+
 class Oob {
  public:
   Oob() = default;
@@ -27,6 +38,8 @@ class Oob {
 
   /// Sends one message. Returns false when the peer is gone.
   bool send(const json& msg);
+  /// Sends a command and receives its answer within kOobTimeoutMs; nullopt as recv().
+  std::optional<json> ask(const json& cmd);
   /// Receives one message within timeout_ms; nullopt on timeout, end of file or a bad line
   /// (closed() tells end of file apart).
   std::optional<json> recv(int timeout_ms);

@@ -17,13 +17,7 @@ namespace dpfab::bench {
 
 namespace {
 
-constexpr int kOobTimeoutMs = 30'000;     // any out-of-band reply (opening a group included)
-constexpr int kConnectTimeoutMs = 5'000;  // MSG connection set-up
-// The server waits in slices, checking the oob socket between them: a quarter of the client's
-// timeout (so that a server woken only by its slice still answers in time), 10..100 ms.
-int64_t server_slice_ns(int timeout_ms) {
-  return std::clamp<int64_t>(int64_t{timeout_ms} * 250'000, 10'000'000, 100'000'000);
-}
+constexpr int kConnectTimeoutMs = 5'000;         // MSG connection set-up
 constexpr int64_t kHandshakeNs = 5'000'000'000;  // first message of a case may take this long
 
 // ---- messages ---------------------------------------------------------------------------------
@@ -339,8 +333,6 @@ json serve_case(Endpoint& ep, Oob& oob, const CaseParams& p, int timeout_ms) {
   return j;
 }
 
-json reply(const std::string& error) { return json{{"ok", error.empty()}, {"error", error}}; }
-
 }  // namespace
 
 // ---- server -----------------------------------------------------------------------------------
@@ -376,30 +368,30 @@ int run_server(const Options& o, const std::string& oob_path) {
       }
       std::string name;
       if (e.empty()) e = ep->local_name(&name, ep_type == "msg");
-      json r = reply(e);
+      json r = oob_reply(e);
       r["name"] = to_hex(name.data(), name.size());
       if (region) r["key"] = region->key(), r["addr"] = region->addr();
       oob.send(r);
     } else if (cmd == "rma_peer") {
       peer_key = msg->value("key", uint64_t{0});
       peer_addr = msg->value("addr", uint64_t{0});
-      oob.send(reply(region ? "" : "no one-sided group open"));
+      oob.send(oob_reply(region ? "" : "no one-sided group open"));
     } else if (cmd == "accept") {
-      oob.send(reply(ep ? ep->accept(kConnectTimeoutMs) : "no group open"));
+      oob.send(oob_reply(ep ? ep->accept(kConnectTimeoutMs) : "no group open"));
     } else if (cmd == "peer") {
-      oob.send(reply(ep ? ep->add_peer(from_hex(msg->value("name", ""))) : "no group open"));
+      oob.send(oob_reply(ep ? ep->add_peer(from_hex(msg->value("name", ""))) : "no group open"));
     } else if (cmd == "run") {
       CaseParams p{msg->value("case", 0u), Workload::kPingpong, msg->value("size", size_t{0}),
                    msg->value("window", 1u)};
       const auto w = parse_workload(msg->value("workload", "pingpong"));
       if (w && is_rma(*w)) {
         if (!ep || !region) {
-          oob.send(reply("no one-sided group open"));
+          oob.send(oob_reply("no one-sided group open"));
           continue;
         }
         // The region is cleared before the client is told to start.
         std::memset(region->data(), 0, region->size());
-        oob.send(reply(""));
+        oob.send(oob_reply(""));
         Usage used;
         const std::string e =
             serve_rma(*ep, oob, *region, peer_key, peer_addr, *w, p.size, o.timeout_ms, &used);
@@ -413,7 +405,7 @@ int run_server(const Options& o, const std::string& oob_path) {
         oob.send(fig);
         continue;
       }
-      oob.send(reply(ep ? "" : "no group open"));
+      oob.send(oob_reply(ep ? "" : "no group open"));
       json fig = ep ? serve_case(*ep, oob, p, o.timeout_ms) : json::object();
       auto end = oob.recv(kOobTimeoutMs);
       if (!end) return 1;
@@ -421,14 +413,14 @@ int run_server(const Options& o, const std::string& oob_path) {
     } else if (cmd == "close") {
       region.reset();
       ep.reset();
-      oob.send(reply(""));
+      oob.send(oob_reply(""));
     } else if (cmd == "quit") {
       region.reset();
       ep.reset();
-      oob.send(reply(""));
+      oob.send(oob_reply(""));
       return 0;
     } else {
-      oob.send(reply("unknown command " + cmd));
+      oob.send(oob_reply("unknown command " + cmd));
     }
   }
 }
@@ -498,20 +490,8 @@ class Client {
   }
 
  private:
-  void emit(const json& j) {
-    std::string line = j.dump() + "\n";
-    size_t off = 0;
-    while (off < line.size()) {
-      ssize_t n = write(events_fd_, line.data() + off, line.size() - off);
-      if (n <= 0) return;
-      off += static_cast<size_t>(n);
-    }
-  }
-
-  std::optional<json> ask(const json& cmd) {
-    if (!oob_.send(cmd)) return std::nullopt;
-    return oob_.recv(kOobTimeoutMs);
-  }
+  void emit(const json& j) { write_event(events_fd_, j); }
+  std::optional<json> ask(const json& cmd) { return oob_.ask(cmd); }
 
   void run_group(const std::string& ep_type, const fi_info* info, const std::string& mode_str,
                  const std::string& wait_on, size_t max_size) {
