@@ -310,18 +310,20 @@ std::optional<wire::Address> MsgEndpoint::peer() const noexcept {
 // ---- data path
 // -----------------------------------------------------------------------------------
 
-ssize_t MsgEndpoint::send(rdm::SendOp op) noexcept {
+ssize_t MsgEndpoint::send(const rdm::SendOp& op) noexcept {
   // Acquire: pairs with the release store of the state, after the peer was bound.
   if (state_.load(std::memory_order_acquire) != CmState::kConnected) return -FI_ENOTCONN;
-  op.dest = 0;  // the connected peer (RdmEndpoint::bind_peer)
-  return rdm_->send(op);
+  return rdm_->send(op, 0);  // 0: the connected peer (RdmEndpoint::bind_peer)
 }
 
-ssize_t MsgEndpoint::recv(rdm::RecvOp op) noexcept {
+ssize_t MsgEndpoint::recv(const rdm::RecvOp& op) noexcept {
   const CmState st = state_.load(std::memory_order_acquire);
   if (st == CmState::kShutdown || st == CmState::kFailed) return -FI_ENOTCONN;
-  op.match.src = FI_ADDR_UNSPEC;
-  return rdm_->recv(op);
+  if (op.match.src == FI_ADDR_UNSPEC) return rdm_->recv(op);
+  rdm::RecvOp any;  // the connection's peer, whatever source the op names
+  rdm::copy_op(any, op);
+  any.match.src = FI_ADDR_UNSPEC;
+  return rdm_->recv(any);
 }
 
 // ---- receive side

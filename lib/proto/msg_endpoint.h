@@ -138,10 +138,10 @@ class MsgEndpoint final : public Receiver, private msg::CmSink {
   // ---- data path (application threads) ----
   /// fi_send & co to the peer (op.dest is ignored). -FI_ENOTCONN unless connected; else as
   /// RdmEndpoint::send.
-  ssize_t send(rdm::SendOp op) noexcept;
+  ssize_t send(const rdm::SendOp& op) noexcept;
   /// fi_recv & co: may be posted before the connection is up; -FI_ENOTCONN once it ended (or
   /// failed); else as RdmEndpoint::recv.
-  ssize_t recv(rdm::RecvOp op) noexcept;
+  ssize_t recv(const rdm::RecvOp& op) noexcept;  // op.match.src is ignored
   int cancel(void* context) noexcept { return rdm_->cancel(context); }
 
   // ---- receive side (the port's RX owner) ----

@@ -122,9 +122,9 @@ size_t RdmCore::unexpected_in_use() const noexcept {
 
 // ---- sending -----------------------------------------------------------------------------------
 
-ssize_t RdmCore::send(const SendOp& op, uint64_t now) noexcept {
+ssize_t RdmCore::send(const SendOp& op, fi_addr_t peer, uint64_t now) noexcept {
   now_ = now;
-  PeerState* p = state(op.dest);
+  PeerState* p = state(peer);
   if (p == nullptr) return -FI_EINVAL;
   if (op.len > cfg_.max_msg_size || (op.inject && op.len > cfg_.inject_size)) return -FI_EMSGSIZE;
   if (op.iov_count > kMaxIov || op.result_count > kMaxIov) return -FI_EINVAL;
@@ -136,7 +136,8 @@ ssize_t RdmCore::send(const SendOp& op, uint64_t now) noexcept {
   const uint32_t i = tx_free_.get();
   if (i == kNone) return -FI_EAGAIN;
   TxOp& t = tx_[i];
-  t.op = op;
+  copy_op(t.op, op);
+  t.op.dest = peer;
   uint8_t* copy = inject_mem_.get() + size_t{i} * cfg_.inject_size;
   if (op.kind == OpKind::kAtomic) {
     // The operands (then the compare values) travel in one packet, from a copy: the atomic

@@ -125,9 +125,12 @@
 #include <rdma/fabric.h>
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "common/result.h"
@@ -235,9 +238,8 @@ struct SendOp {
   /// acknowledges it; later errors are not reported (the application has its buffer back).
   bool complete_now = false;
   /// Several local buffers: iov_count > 0 replaces buf (len is their total). Sends and writes
-  /// gather from them, reads scatter into them.
+  /// gather from them, reads scatter into them (`iov`, below).
   uint8_t iov_count = 0;
-  Iov iov[kMaxIov] = {};
   OpKind kind = OpKind::kMsg;
   bool fence = false;  ///< FI_FENCE: held until every earlier operation to `dest` completed
   /// kWrite / kRead / kAtomic: the target region's key and the address of the first byte.
@@ -249,8 +251,19 @@ struct SendOp {
   bool fetch = false, compare_op = false;
   const void* compare = nullptr;
   uint8_t result_count = 0;
+  // The arrays last: copy_op copies the fields above whole and only the entries in use below.
+  Iov iov[kMaxIov] = {};
   Iov result[kMaxIov] = {};
 };
+
+/// `to` = `from`, less the unused iov and result entries (what a one-buffer send carries is a
+/// third of the struct): the send path's copy of the op into its table (RdmCore::send).
+inline void copy_op(SendOp& to, const SendOp& from) noexcept {
+  static_assert(std::is_trivially_copyable_v<SendOp> && std::is_standard_layout_v<SendOp>);
+  std::memcpy(static_cast<void*>(&to), &from, offsetof(SendOp, iov));
+  for (uint8_t k = 0; k < from.iov_count && k < kMaxIov; ++k) to.iov[k] = from.iov[k];
+  for (uint8_t k = 0; k < from.result_count && k < kMaxIov; ++k) to.result[k] = from.result[k];
+}
 
 struct RecvOp {
   void* buf = nullptr;
@@ -260,10 +273,17 @@ struct RecvOp {
   uint64_t flags = 0;  ///< FI_PEEK, FI_CLAIM, FI_DISCARD (tagged only); FI_MULTI_RECV (untagged)
   bool completion = true;  ///< CQ entries on success (false: selective completion, counters only)
   /// Several buffers (fi_recvv): iov_count > 0 replaces buf (len is their total; not with
-  /// FI_MULTI_RECV).
+  /// FI_MULTI_RECV). Last: copy_op copies only the entries in use.
   uint8_t iov_count = 0;
   Iov iov[kMaxIov] = {};
 };
+
+/// copy_op of a receive: its iov entries in use only (RdmCore::recv's copy into its table).
+inline void copy_op(RecvOp& to, const RecvOp& from) noexcept {
+  static_assert(std::is_trivially_copyable_v<RecvOp> && std::is_standard_layout_v<RecvOp>);
+  std::memcpy(static_cast<void*>(&to), &from, offsetof(RecvOp, iov));
+  for (uint8_t k = 0; k < from.iov_count && k < kMaxIov; ++k) to.iov[k] = from.iov[k];
+}
 
 /// Counters of the core (owner thread writes; tests and stats read).
 struct CoreStats {
@@ -295,7 +315,9 @@ class RdmCore final : private PeerHost {
   /// peer, an atomic whose op and datatype do not go together (atomic.h) or whose length is not a
   /// whole number of elements; -FI_EHOSTUNREACH when the peer is unreachable; -FI_EAGAIN when
   /// tx_ops operations are in progress.
-  ssize_t send(const SendOp& op, uint64_t now) noexcept;
+  ssize_t send(const SendOp& op, uint64_t now) noexcept { return send(op, op.dest, now); }
+  /// send() to `peer` (op.dest is not read).
+  ssize_t send(const SendOp& op, fi_addr_t peer, uint64_t now) noexcept;
   /// fi_recv/fi_trecv(msg). 0; -FI_EAGAIN when rx_ops receives are posted; -FI_EINVAL for
   /// PEEK/CLAIM/DISCARD on an untagged receive, DISCARD without PEEK or CLAIM, MULTI_RECV on a
   /// tagged one or with a buffer shorter than min_multi_recv.

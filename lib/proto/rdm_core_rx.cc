@@ -100,7 +100,7 @@ ssize_t RdmCore::recv(const RecvOp& op, uint64_t now) noexcept {
 
 void RdmCore::init_rx(uint32_t r, const RecvOp& op) noexcept {
   RxOp& x = rx_[r];
-  x.op = op;
+  copy_op(x.op, op);
   x.in_use = true;
   x.from = FI_ADDR_NOTAVAIL;
   x.received = x.total = x.granted = 0;

@@ -221,24 +221,23 @@ bool RdmEndpoint::cq_room(const event::Cq* cq) const noexcept {
   return cq->would_fit(owed);
 }
 
-ssize_t RdmEndpoint::send(rdm::SendOp op) noexcept {
+ssize_t RdmEndpoint::send(const rdm::SendOp& op, fi_addr_t dest) noexcept {
   // ATOMIC_READ carries no operands (their bytes only count the elements).
   const bool no_operands = op.kind == rdm::OpKind::kAtomic && op.atomic_op == FI_ATOMIC_READ;
   if (!op.buf && op.len && op.iov_count == 0 && !no_operands) return -FI_EINVAL;
   CoreLock lock(mu_);
   if (!core_) return -FI_EOPBADSTATE;
-  const ssize_t r = send_locked(op, core_time(tx_clock_.now_ns()));
+  const ssize_t r = send_locked(op, dest, core_time(tx_clock_.now_ns()));
   finish();
   return r;
 }
 
-ssize_t RdmEndpoint::send_locked(rdm::SendOp op, uint64_t now) noexcept {
-  const uint32_t peer = peer_of(op.dest);
+ssize_t RdmEndpoint::send_locked(const rdm::SendOp& op, fi_addr_t dest, uint64_t now) noexcept {
+  const uint32_t peer = peer_of(dest);
   if (peer == kNoPeer) return -FI_EINVAL;
   // A plain inject never writes a CQ entry, not even an error (RdmCore::SendOp::completion).
   if ((op.completion || !op.inject) && !cq_room(tx_cq_)) return -FI_EAGAIN;
-  op.dest = peer;
-  return core_->send(op, now);
+  return core_->send(op, peer, now);
 }
 
 ssize_t RdmEndpoint::trigger(const rdm::SendOp& op, event::Cntr* cntr,
@@ -271,7 +270,7 @@ void RdmEndpoint::fire_triggered(uint64_t now) noexcept {
       ++k;
       continue;
     }
-    const ssize_t r = send_locked(t.op, now);
+    const ssize_t r = send_locked(t.op, t.op.dest, now);
     if (r == -FI_EAGAIN) break;  // resources: this one and the later ones wait, in order
     if (r != 0) {                // refused now: reported as the operation's error
       rdm::Completion c;
@@ -285,15 +284,21 @@ void RdmEndpoint::fire_triggered(uint64_t now) noexcept {
   }
 }
 
-ssize_t RdmEndpoint::recv(rdm::RecvOp op) noexcept {
-  if (!op.buf && op.len && op.iov_count == 0) return -FI_EINVAL;
+ssize_t RdmEndpoint::recv(const rdm::RecvOp& in) noexcept {
+  if (!in.buf && in.len && in.iov_count == 0) return -FI_EINVAL;
   CoreLock lock(mu_);
   if (!core_) return -FI_EOPBADSTATE;
-  if (op.match.src != FI_ADDR_UNSPEC) {
-    const uint32_t peer = peer_of(op.match.src);
-    if (peer == kNoPeer) return -FI_EINVAL;
-    op.match.src = peer;
-  }
+  if (in.match.src == FI_ADDR_UNSPEC) return recv_locked(in);
+  // A directed receive names its source by peer id in the core: that op is copied.
+  const uint32_t peer = peer_of(in.match.src);
+  if (peer == kNoPeer) return -FI_EINVAL;
+  rdm::RecvOp op;
+  rdm::copy_op(op, in);
+  op.match.src = peer;
+  return recv_locked(op);
+}
+
+ssize_t RdmEndpoint::recv_locked(const rdm::RecvOp& op) noexcept {
   if (!cq_room(rx_cq_)) return -FI_EAGAIN;
   // A receive that can send nothing now moves no timer either (rdm_core.h, recv_needs_time): no
   // clock read, nothing to flush, the deadline stays.

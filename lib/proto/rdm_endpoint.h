@@ -126,12 +126,14 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   /// op.completion as selective completion says). -FI_EINVAL: NULL buffer with a length, `dest`
   /// not in the AV, or what RdmCore::send refuses; -FI_EMSGSIZE; -FI_EAGAIN: tx_ops operations in
   /// progress, or no CQ room (RM); -FI_EHOSTUNREACH: the peer was declared unreachable.
-  ssize_t send(rdm::SendOp op) noexcept;
+  ssize_t send(const rdm::SendOp& op) noexcept { return send(op, op.dest); }
+  /// send() to `dest` (op.dest is not read): the op is not copied on its way to the core.
+  ssize_t send(const rdm::SendOp& op, fi_addr_t dest) noexcept;
   /// fi_recv & co (op.match.src is an fi_addr of the AV, or FI_ADDR_UNSPEC; op.completion as
   /// selective completion says). -FI_EINVAL for a
   /// NULL buffer with a length, a source not in the AV, and what RdmCore::recv refuses;
   /// -FI_EAGAIN: rx_ops receives posted, or no CQ room (RM).
-  ssize_t recv(rdm::RecvOp op) noexcept;
+  ssize_t recv(const rdm::RecvOp& op) noexcept;
   /// fi_cancel of a posted receive. 0 or -FI_ENOENT.
   int cancel(void* context) noexcept;
   /// FI_TRIGGER (fi_trigger(3), FI_TRIGGER_THRESHOLD): `op` is posted once `cntr`'s value reaches
@@ -224,7 +226,9 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   // straight into the receive's buffer (RdmCore::rdv_placement), then given to the core.
   bool deliver_indirect(const wire::Frame& f) noexcept;
   // Under mu_: send() once the op's checks passed and the time is known.
-  ssize_t send_locked(rdm::SendOp op, uint64_t now) noexcept;
+  ssize_t send_locked(const rdm::SendOp& op, fi_addr_t dest, uint64_t now) noexcept;
+  // Under mu_: recv() once the source (if any) is a peer id.
+  ssize_t recv_locked(const rdm::RecvOp& op) noexcept;
   // Under mu_: posts the triggered operations whose counters reached their threshold.
   void fire_triggered(uint64_t now) noexcept;
   void flush() noexcept;
