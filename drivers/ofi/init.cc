@@ -105,8 +105,10 @@ Result<const config::Config*> start_runtime() {
   std::vector<progress::PortEngine*> engines;
   for (const auto& p : **ports)
     if (auto e = progress::PortEngine::of(p.get())) engines.push_back(*e);
-  if (cfg.udp_checksum_always)
-    for (progress::PortEngine* e : engines) e->set_udp_checksum_always();
+  for (progress::PortEngine* e : engines) {
+    if (cfg.udp_checksum_always) e->set_udp_checksum_always();
+    e->set_tx_extbuf_min(cfg.tx_extbuf_min);
+  }
   // The same-host path (fi_dpdk(7), "Same-host peers"): a node per port, before any endpoint.
   if (cfg.shm) {
     shm::NodeConfig ncfg;

@@ -23,7 +23,7 @@ namespace {
 constexpr const char* kSection = "dpdk";
 
 // The single list of keys. config/dpfab.conf must show the same defaults; a unit test checks it.
-constexpr std::array<KeyInfo, 27> kKeys{{
+constexpr std::array<KeyInfo, 28> kKeys{{
     {"config", "",
      "Path of the configuration file to read instead of the installed default (dpfab.conf)."},
     {"eal_args", "--no-huge --no-shconf --no-pci -m 48 --log-level=*:warning",
@@ -67,6 +67,11 @@ constexpr std::array<KeyInfo, 27> kKeys{{
      "UDP checksum of the frames sent: 'auto' leaves it out (0, 'none computed', RFC 768) on "
      "memif and ring ports, whose frames never leave this host's memory, and computes it on "
      "every other port; 'on' computes it everywhere."},
+    {"tx_extbuf_min", "4096",
+     "Frames whose data (message bytes) is at least this long are sent from the application's "
+     "memory, with no copy into an mbuf first (an external-buffer mbuf chained after the "
+     "headers), on ports whose transmit copies every frame before it returns: memif (not in its "
+     "zero-copy mode) and af_packet. Other ports always copy. 0 turns it off; 64 to 65535."},
     {"shm", "on",
      "The same-host path: 'on' reaches endpoints of other processes on this host through shared "
      "memory instead of the ports (and gives a process without a port of its own a domain that "
@@ -389,6 +394,11 @@ Result<Config> load(const EnvLookup& env, const std::string& default_file) {
     } else if (v.key == "mr_endpoint") {
       if (v.text != "on" && v.text != "off") return bad(v, "not 'on' or 'off'");
       cfg.mr_endpoint = v.text == "on";
+    } else if (v.key == "tx_extbuf_min") {
+      auto n = int_in_range(v, 0, 65'535);
+      if (!n) return n.error();
+      if (*n != 0 && *n < 64) return bad(v, "not 0 or 64 to 65535");
+      cfg.tx_extbuf_min = static_cast<uint32_t>(*n);
     } else if (v.key == "udp_checksum") {
       if (v.text != "auto" && v.text != "on") return bad(v, "not 'auto' or 'on'");
       cfg.udp_checksum_always = v.text == "on";

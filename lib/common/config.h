@@ -78,6 +78,9 @@ struct Config {
   /// A connected peer is lost after rdm_peer_timeout_ms of silence.
   uint64_t msg_connect_timeout_ms = 10'000;
   bool udp_checksum_always = false;  ///< udp_checksum = on
+  /// tx_extbuf_min: data of at least this many bytes leaves from the application's memory where
+  /// the port allows it (proto::Link::tx_extbuf_min); 0: always copied into mbufs.
+  uint32_t tx_extbuf_min = 4096;
   /// The same-host path (shm/node.h, fi_dpdk(7) "Same-host peers"): shm, shm_dir, shm_ring_kb,
   /// shm_cma.
   bool shm = true;

@@ -64,6 +64,14 @@ PortEngine::PortEngine(port::Port* p)
   loopback_alias_ = memif_ || p->info().driver == "net_ring";
   shared_link_ = p->info().driver == "net_af_packet" || p->info().driver == "net_af_xdp";
   prefault_pending_ = memif_;
+  // Their tx bursts copy every segment of every frame they take and free it before returning
+  // (checked with chained frames: test/integration/rdm, fi_pingpong -c over af_packet). memif's
+  // zero-copy mode instead hands the peer the mbufs' own memory, af_xdp copies only a frame's
+  // first segment, a NIC reads the frame by DMA after the burst returns; net_tap's writev would
+  // do, but is not checked yet.
+  tx_copies_ = (memif_ && p->info().spec.find("zero-copy=yes") == std::string::npos) ||
+               p->info().driver == "net_af_packet";
+  set_tx_extbuf_min(kDefaultTxExtbufMin);
 }
 
 Result<PortEngine*> PortEngine::of(port::Port* p) {

@@ -119,6 +119,12 @@ class PortEngine final : public proto::Link {
   /// udp_checksum = on: frames sent carry a UDP checksum even on memif and ring ports (by
   /// default they carry none there: wire::TxChecksumCaps::udp_none). Before endpoints are bound.
   void set_udp_checksum_always() noexcept { tx_caps_.udp_none = false; }
+  /// tx_extbuf_min (fi_dpdk(7)): data of at least `bytes` is transmitted from the caller's
+  /// memory on ports whose transmit copies synchronously (Link::tx_extbuf_min); 0: never.
+  /// Before endpoints are bound.
+  static constexpr uint32_t kDefaultTxExtbufMin = 4096;
+  void set_tx_extbuf_min(uint32_t bytes) noexcept { tx_extbuf_min_ = tx_copies_ ? bytes : 0; }
+  uint32_t tx_extbuf_min() const noexcept override { return tx_extbuf_min_; }
   /// Opens the engine's same-host node (shm/node.h): endpoints on this port then reach the
   /// peers of this host through shared memory, and the poll step receives from them. Control
   /// path, at runtime start, before endpoints are bound. `derive_address`: the port is the
@@ -286,7 +292,11 @@ class PortEngine final : public proto::Link {
   proto::GroupTable groups_;  // multicast memberships (join_group)
   proto::GroupStats group_stats_;
   proto::MsgPortStats msg_stats_;
-  std::atomic<uint64_t> timer_due_ns_{UINT64_MAX};     // neighbours; see timer_due_ns()
+  std::atomic<uint64_t> timer_due_ns_{UINT64_MAX};  // neighbours; see timer_due_ns()
+  // The port copies each frame in its tx burst (memif in copy mode, af_packet, tap): frames
+  // may point to the caller's memory (set_tx_extbuf_min).
+  bool tx_copies_ = false;
+  uint32_t tx_extbuf_min_ = 0;
   std::atomic<uint64_t> rx_timer_due_ns_{UINT64_MAX};  // receivers, after the backlog pass
   PortWake wake_;
   std::atomic<Parker*> owner_{nullptr};

@@ -56,6 +56,12 @@ class Link {
   virtual uint32_t ipv4_be() const noexcept = 0;
   virtual uint16_t mtu() const noexcept = 0;
   virtual wire::TxChecksumCaps tx_caps() const noexcept = 0;
+  /// Frames whose data is at least this many bytes may point to memory the caller owns (an
+  /// external-buffer mbuf chained after the headers, rte_pktmbuf_attach_extbuf) instead of
+  /// carrying a copy: the port's transmit copies every frame it takes before it returns and
+  /// keeps no reference to it (memif in copy mode, af_packet). 0: always copy (NICs, whose
+  /// DMA reads the frame later, and PMDs that take one segment only).
+  virtual uint32_t tx_extbuf_min() const noexcept { return 0; }
 
   // Held mbufs. Receivers keep the mbufs of datagrams that found no receive posted (backlogs);
   // transmit allocates from the same mempool. So that held datagrams never starve transmit, all

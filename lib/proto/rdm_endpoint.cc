@@ -76,6 +76,7 @@ void RdmEndpoint::set_address(uint16_t udp_port_be, uint16_t ep_id_be) noexcept 
   ep_id_be_ = ep_id_be;
   const wire::TxChecksumCaps caps = link_->tx_caps();
   use_templates_ = caps.udp_none && !caps.ipv4 && !caps.udp;
+  ext_min_ = link_->tx_extbuf_min();
   for (Peer& p : peers_) p.headers_ok = false;  // made again with our address
 }
 
@@ -464,150 +465,7 @@ void RdmEndpoint::finish() noexcept {
                 std::memory_order_relaxed);
 }
 
-void RdmEndpoint::flush() noexcept {
-  if (!txq_n_) return;
-  const uint16_t sent = link_->transmit(txq_, static_cast<uint16_t>(txq_n_));
-  // Under mu_, the counters' only writer: no locked add (common/counter.h).
-  bump(stats_.tx_frames, sent);
-  if (sent < txq_n_) {
-    bump(stats_.tx_deferred, txq_n_ - sent);
-    std::memmove(txq_, txq_ + sent, (txq_n_ - sent) * sizeof(txq_[0]));
-  }
-  txq_n_ -= sent;
-}
-
 // ---- rdm::CoreSink -----------------------------------------------------------------------------
-
-wire::Route RdmEndpoint::route_to(const Peer& p) const noexcept {
-  wire::Route route;
-  route.src_mac = link_->mac();
-  std::memcpy(route.dst_mac.addr_bytes, p.addr.mac, 6);
-  route.src_ip_be = link_->ipv4_be();
-  route.dst_ip_be = p.addr.ipv4_be;
-  route.src_port_be = udp_port_be_;
-  route.dst_port_be = p.addr.udp_port_be;
-  return route;
-}
-
-wire::Header RdmEndpoint::outer_to(const Peer& p, uint32_t payload_len) const noexcept {
-  return wire::rdm_outer_header(rte_be_to_cpu_16(ep_id_be_), rte_be_to_cpu_16(p.addr.ep_id_be),
-                                payload_len);
-}
-
-bool RdmEndpoint::make_headers(Peer& p) noexcept {
-  p.headers_ok = p.headers.init(route_to(p), outer_to(p, 0)) == 0;
-  return p.headers_ok;
-}
-
-bool RdmEndpoint::transmit(fi_addr_t peer, const wire::RdmHeader& h,
-                           std::span<const uint8_t> data) noexcept {
-  if (Peer& p = peers_[peer]; p.addr.has_node() && link_->local()) {
-    if (shm::Conn* c = link_->local_route(p.addr))
-      return transmit_local(p, static_cast<uint32_t>(peer), c, h, data);
-    if (link_->local_pending(p.addr)) return false;  // its link is being made: the core retries
-  }
-  if (txq_n_ == kTxBurst) {
-    flush();
-    if (txq_n_ == kTxBurst) return false;  // the port is full: the core tries again later
-  }
-  Peer& p = peers_[peer];
-  rte_mbuf* m = rte_pktmbuf_alloc(link_->pool());
-  if (!m) {
-    bump(stats_.tx_no_mbuf);
-    return false;
-  }
-  const size_t hl = wire::rdm_header_len(h.kind);
-  const size_t len = hl + data.size();
-  if (use_templates_ && len <= wire::kMaxPayload &&
-      rte_pktmbuf_tailroom(m) >= wire::kOverhead + len && (p.headers_ok || make_headers(p))) {
-    // The whole frame at once: the peer's prepared headers (what encode_mbuf would write on this
-    // link), the RDM header, the data.
-    auto* f = reinterpret_cast<uint8_t*>(
-        rte_pktmbuf_append(m, static_cast<uint16_t>(wire::kOverhead + len)));
-    if (!f) {  // the tailroom was checked: never
-      rte_pktmbuf_free(m);
-      return false;
-    }
-    p.headers.write(f, p.addr.mac, static_cast<uint32_t>(len), ip_id_++);
-    wire::write_rdm_header(f + wire::kOverhead, h);  // the core's own header: valid (wire/rdm.h)
-    if (!data.empty()) std::memcpy(f + wire::kOverhead + hl, data.data(), data.size());
-    txq_[txq_n_++] = m;
-    return true;
-  }
-  auto* b = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
-  if (!b) {
-    rte_pktmbuf_free(m);
-    return false;
-  }
-  wire::write_rdm_header(b, h);
-  if (!data.empty()) std::memcpy(b + hl, data.data(), data.size());
-  if (wire::encode_mbuf(m, route_to(p), outer_to(p, static_cast<uint32_t>(len)), ip_id_++,
-                        link_->tx_caps()) != 0) {
-    rte_pktmbuf_free(m);
-    return false;
-  }
-  txq_[txq_n_++] = m;
-  return true;
-}
-
-bool RdmEndpoint::transmit_local(Peer& p, uint32_t id, shm::Conn* c, const wire::RdmHeader& h,
-                                 std::span<const uint8_t> data) noexcept {
-  // Rendezvous data to a peer that can read our memory stays where it is (the application's
-  // buffer, valid until the peer acknowledges it): the peer copies it once, with
-  // process_vm_readv, straight into its receive (deliver_indirect).
-  if (!p.lossless) [[unlikely]] {
-    // The rings lose nothing they took: the core's RTO for this peer gets the lossless floor.
-    try {
-      lossless_.push_back(id);
-      p.lossless = true;
-    } catch (...) {
-    }
-  }
-  const bool by_ref =
-      h.kind == wire::RdmKind::kRdvData && data.size() >= kIndirectMin && c->peer_reads_us();
-  if (by_ref && !p.large_rdv) {
-    p.large_rdv = true;  // from now on in large segments (finish: the core may not be called here)
-    try {
-      large_rdv_.push_back(id);
-    } catch (...) {
-    }
-  }
-  uint8_t hdr[wire::kRdmRmaHeaderLen + sizeof(shm::RdmIndirect)];
-  size_t hl = wire::write_rdm_header(hdr, h);  // the core's own header: valid (wire/rdm.h)
-  if (by_ref) {
-    const shm::RdmIndirect ind{reinterpret_cast<uint64_t>(data.data()), data.size()};
-    std::memcpy(hdr + hl, &ind, sizeof(ind));
-    hl += sizeof(ind);
-    data = {};
-  }
-  const shm::RecordHeader rh{0,
-                             by_ref ? shm::RecordKind::kRdmIndirect : shm::RecordKind::kRdm,
-                             0,
-                             rte_be_to_cpu_16(ep_id_be_),
-                             udp_port_be_,
-                             p.addr.udp_port_be,
-                             rte_be_to_cpu_16(p.addr.ep_id_be),
-                             0};
-  switch (c->send(rh, {hdr, hl}, data)) {
-    case 0:
-      bump(stats_.tx_frames);
-      bump(stats_.local_tx);
-      if (by_ref) bump(stats_.local_indirect_tx);
-      return true;
-    case -FI_EHOSTUNREACH:
-      // The peer's process is gone (or never was there): its operations fail once this core call
-      // is over (finish), as link_lost would have them.
-      if (std::find(lost_.begin(), lost_.end(), id) == lost_.end()) {
-        try {
-          lost_.push_back(id);
-        } catch (...) {
-        }
-      }
-      return true;  // taken: nothing is resent to a peer that is gone
-    default:
-      return false;  // the ring is full or the link is coming up: the core tries again soon
-  }
-}
 
 void RdmEndpoint::link_lost(uint32_t node_be, uint32_t nonce_be) noexcept {
   wait::WakeBatch wakes;  // a poll step's batch: it is open already

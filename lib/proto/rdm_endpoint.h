@@ -56,11 +56,15 @@ namespace dpfab::proto {
 
 struct RdmEndpointStats {
   std::atomic<uint64_t> rx_frames{0}, tx_frames{0};
-  std::atomic<uint64_t> rx_not_rdm{0};     ///< DGRAM frames sent to our port: dropped
-  std::atomic<uint64_t> rx_rejected{0};    ///< RDM headers decode_rdm refused (see rdm_decode)
-  std::atomic<uint64_t> rx_segmented{0};   ///< frames whose payload spanned mbuf segments
-  std::atomic<uint64_t> tx_no_mbuf{0};     ///< a frame could not be built: the core retries
-  std::atomic<uint64_t> tx_deferred{0};    ///< frames the port did not take at once (sent later)
+  std::atomic<uint64_t> rx_not_rdm{0};    ///< DGRAM frames sent to our port: dropped
+  std::atomic<uint64_t> rx_rejected{0};   ///< RDM headers decode_rdm refused (see rdm_decode)
+  std::atomic<uint64_t> rx_segmented{0};  ///< frames whose payload spanned mbuf segments
+  std::atomic<uint64_t> tx_no_mbuf{0};    ///< a frame could not be built: the core retries
+  std::atomic<uint64_t> tx_deferred{0};   ///< frames the port did not take at once (sent later)
+  /// Frames whose data the port copied from where the core keeps it (no copy into an mbuf
+  /// first: Link::tx_extbuf_min), and those of them copied after all because the port did not
+  /// take them at once.
+  std::atomic<uint64_t> tx_by_reference{0}, tx_by_reference_copied{0};
   std::atomic<uint64_t> peers{0};          ///< peer ids given out
   std::atomic<uint64_t> peers_refused{0};  ///< frames from new peers beyond max_peers: dropped
   std::atomic<uint64_t> cq_overrun{0};     ///< completions that found their CQ full
@@ -222,6 +226,12 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   // Under mu_: a packet to same-host peer `p` through its link `c`. As transmit().
   bool transmit_local(Peer& p, uint32_t id, shm::Conn* c, const wire::RdmHeader& h,
                       std::span<const uint8_t> data) noexcept;
+  // Under mu_: a packet to `p` through the port whose data the port copies from where it is
+  // (rdm_endpoint_tx.cc). As transmit().
+  bool transmit_by_reference(Peer& p, const wire::RdmHeader& h,
+                             std::span<const uint8_t> data) noexcept;
+  // Under mu_, after a burst: frames left in txq_ that refer to the core's memory become copies.
+  [[gnu::cold]] void keep_no_references() noexcept;
   // RX owner: a kRdmIndirect packet (its data stays in the sender's memory): copied from there
   // straight into the receive's buffer (RdmCore::rdv_placement), then given to the core.
   bool deliver_indirect(const wire::Frame& f) noexcept;
@@ -250,6 +260,9 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   // The link takes frames without UDP checksum and without offloads (memif, ring): frames are
   // built from each peer's HeaderTemplate (set with our address).
   bool use_templates_ = false;
+  // Link::tx_extbuf_min (set with our address): data of at least this many bytes is sent by
+  // reference (rdm_endpoint_tx.cc); 0: always copied.
+  uint32_t ext_min_ = 0;
 
   SpinLock mu_{"endpoint core"};  // the core's owner (see the file comment)
   // mu_, with the wake-ups decided under it (CQ and counter raises, memif kicks) made once it is

@@ -1,0 +1,277 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// RdmEndpoint's transmit side (rdm::CoreSink::transmit): the frames the core sends are built
+// here, into mbufs gathered in txq_ and given to the port in one burst when the call ends
+// (flush), or written into a same-host peer's ring (transmit_local).
+//
+// Data of at least Link::tx_extbuf_min() bytes is not copied into the mbuf on ports whose
+// transmit copies every frame before it returns (memif, af_packet): the frame is a header
+// mbuf with an external-buffer mbuf chained after it that points at the data where the core
+// keeps it (the application's buffer, the inject copy, a region being read), which stays valid
+// until the peer acknowledged it. Such a frame never outlives the burst that hands it over: one
+// the port did not take is turned into a copy before the call ends (flush), so nothing refers
+// to the application's memory once its operation can complete.
+#include <rte_byteorder.h>
+#include <rte_mbuf.h>
+
+#include <cstring>
+
+#include "common/counter.h"
+#include "proto/rdm_endpoint.h"
+#include "wire/encoder.h"
+#include "wire/format.h"
+
+namespace dpfab::proto {
+
+void RdmEndpoint::flush() noexcept {
+  if (!txq_n_) return;
+  const uint16_t sent = link_->transmit(txq_, static_cast<uint16_t>(txq_n_));
+  // Under mu_, the counters' only writer: no locked add (common/counter.h).
+  bump(stats_.tx_frames, sent);
+  if (sent < txq_n_) {
+    bump(stats_.tx_deferred, txq_n_ - sent);
+    std::memmove(txq_, txq_ + sent, (txq_n_ - sent) * sizeof(txq_[0]));
+  }
+  txq_n_ -= sent;
+  if (ext_min_ != 0) keep_no_references();
+}
+
+namespace {
+
+// An external buffer's shared info wants a free callback; the memory is the core's to keep.
+void ext_unused(void*, void*) noexcept {}
+
+bool by_reference(const rte_mbuf* m) noexcept {
+  for (; m != nullptr; m = m->next)
+    if (RTE_MBUF_HAS_EXTBUF(m)) return true;
+  return false;
+}
+
+}  // namespace
+
+void RdmEndpoint::keep_no_references() noexcept {
+  // Frames the port did not take wait for the next burst, by when their operation may have
+  // completed (a retransmission, say, whose original was acknowledged meanwhile): those that
+  // point at the core's memory become copies now. Rare: the port was full.
+  uint32_t kept = 0;
+  for (uint32_t k = 0; k < txq_n_; ++k) {
+    rte_mbuf* m = txq_[k];
+    if (by_reference(m)) {
+      rte_mbuf* c = rte_pktmbuf_alloc(link_->pool());
+      char* d = c && m->pkt_len <= rte_pktmbuf_tailroom(c)
+                    ? rte_pktmbuf_append(c, static_cast<uint16_t>(m->pkt_len))
+                    : nullptr;
+      if (d) {
+        for (const rte_mbuf* g = m; g; g = g->next) {  // segment by segment
+          std::memcpy(d, rte_pktmbuf_mtod(g, const char*), g->data_len);
+          d += g->data_len;
+        }
+        c->ol_flags = m->ol_flags & ~RTE_MBUF_F_EXTERNAL;
+        c->tx_offload = m->tx_offload;
+      } else {
+        // No mbuf to copy into: the frame is dropped, as a full port would have lost it; the
+        // core retransmits it.
+        if (c) rte_pktmbuf_free(c);
+        c = nullptr;
+        bump(stats_.tx_no_mbuf);
+      }
+      rte_pktmbuf_free(m);
+      bump(stats_.tx_by_reference_copied);
+      if (!c) continue;
+      m = c;
+    }
+    txq_[kept++] = m;
+  }
+  txq_n_ = kept;
+}
+
+bool RdmEndpoint::transmit_by_reference(Peer& p, const wire::RdmHeader& h,
+                                        std::span<const uint8_t> data) noexcept {
+  rte_mempool* pool = link_->pool();
+  rte_mbuf* m = rte_pktmbuf_alloc(pool);
+  rte_mbuf* x = m ? rte_pktmbuf_alloc(pool) : nullptr;
+  if (!x) {
+    if (m) rte_pktmbuf_free(m);
+    bump(stats_.tx_no_mbuf);
+    return false;
+  }
+  // The data mbuf's own buffer is unused while it points at `data`: it holds the external
+  // buffer's shared info, which so lives exactly as long as the mbuf (freeing it detaches the
+  // data, calls ext_unused and gives the buffer back).
+  auto* sh = static_cast<rte_mbuf_ext_shared_info*>(x->buf_addr);
+  sh->free_cb = ext_unused;
+  sh->fcb_opaque = nullptr;
+  rte_mbuf_ext_refcnt_set(sh, 1);
+  const auto n = static_cast<uint16_t>(data.size());
+  // The IOVA is never used: the ports that take such frames copy them by virtual address.
+  rte_pktmbuf_attach_extbuf(x, const_cast<uint8_t*>(data.data()), RTE_BAD_IOVA, n, sh);
+  x->data_len = n;
+  x->pkt_len = n;
+  const size_t hl = wire::rdm_header_len(h.kind);
+  const size_t len = hl + data.size();
+  if (use_templates_ && len <= wire::kMaxPayload && (p.headers_ok || make_headers(p))) {
+    auto* f = reinterpret_cast<uint8_t*>(
+        rte_pktmbuf_append(m, static_cast<uint16_t>(wire::kOverhead + hl)));
+    if (!f) {  // a fresh mbuf holds the headers: never
+      rte_pktmbuf_free(x);
+      rte_pktmbuf_free(m);
+      return false;
+    }
+    p.headers.write(f, p.addr.mac, static_cast<uint32_t>(len), ip_id_++);
+    wire::write_rdm_header(f + wire::kOverhead, h);
+    rte_pktmbuf_chain(m, x);
+  } else {
+    auto* b = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(hl)));
+    if (!b) {
+      rte_pktmbuf_free(x);
+      rte_pktmbuf_free(m);
+      return false;
+    }
+    wire::write_rdm_header(b, h);
+    rte_pktmbuf_chain(m, x);
+    // The UDP checksum, where the port wants one, is summed over the chain (the data in place).
+    if (wire::encode_mbuf(m, route_to(p), outer_to(p, static_cast<uint32_t>(len)), ip_id_++,
+                          link_->tx_caps()) != 0) {
+      rte_pktmbuf_free(m);
+      return false;
+    }
+  }
+  txq_[txq_n_++] = m;
+  bump(stats_.tx_by_reference);
+  return true;
+}
+
+wire::Route RdmEndpoint::route_to(const Peer& p) const noexcept {
+  wire::Route route;
+  route.src_mac = link_->mac();
+  std::memcpy(route.dst_mac.addr_bytes, p.addr.mac, 6);
+  route.src_ip_be = link_->ipv4_be();
+  route.dst_ip_be = p.addr.ipv4_be;
+  route.src_port_be = udp_port_be_;
+  route.dst_port_be = p.addr.udp_port_be;
+  return route;
+}
+
+wire::Header RdmEndpoint::outer_to(const Peer& p, uint32_t payload_len) const noexcept {
+  return wire::rdm_outer_header(rte_be_to_cpu_16(ep_id_be_), rte_be_to_cpu_16(p.addr.ep_id_be),
+                                payload_len);
+}
+
+bool RdmEndpoint::make_headers(Peer& p) noexcept {
+  p.headers_ok = p.headers.init(route_to(p), outer_to(p, 0)) == 0;
+  return p.headers_ok;
+}
+
+bool RdmEndpoint::transmit(fi_addr_t peer, const wire::RdmHeader& h,
+                           std::span<const uint8_t> data) noexcept {
+  if (Peer& p = peers_[peer]; p.addr.has_node() && link_->local()) {
+    if (shm::Conn* c = link_->local_route(p.addr))
+      return transmit_local(p, static_cast<uint32_t>(peer), c, h, data);
+    if (link_->local_pending(p.addr)) return false;  // its link is being made: the core retries
+  }
+  if (txq_n_ == kTxBurst) {
+    flush();
+    if (txq_n_ == kTxBurst) return false;  // the port is full: the core tries again later
+  }
+  Peer& p = peers_[peer];
+  if (ext_min_ != 0 && data.size() >= ext_min_ && data.size() <= UINT16_MAX)
+    return transmit_by_reference(p, h, data);
+  rte_mbuf* m = rte_pktmbuf_alloc(link_->pool());
+  if (!m) {
+    bump(stats_.tx_no_mbuf);
+    return false;
+  }
+  const size_t hl = wire::rdm_header_len(h.kind);
+  const size_t len = hl + data.size();
+  if (use_templates_ && len <= wire::kMaxPayload &&
+      rte_pktmbuf_tailroom(m) >= wire::kOverhead + len && (p.headers_ok || make_headers(p))) {
+    // The whole frame at once: the peer's prepared headers (what encode_mbuf would write on this
+    // link), the RDM header, the data.
+    auto* f = reinterpret_cast<uint8_t*>(
+        rte_pktmbuf_append(m, static_cast<uint16_t>(wire::kOverhead + len)));
+    if (!f) {  // the tailroom was checked: never
+      rte_pktmbuf_free(m);
+      return false;
+    }
+    p.headers.write(f, p.addr.mac, static_cast<uint32_t>(len), ip_id_++);
+    wire::write_rdm_header(f + wire::kOverhead, h);  // the core's own header: valid (wire/rdm.h)
+    if (!data.empty()) std::memcpy(f + wire::kOverhead + hl, data.data(), data.size());
+    txq_[txq_n_++] = m;
+    return true;
+  }
+  auto* b = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
+  if (!b) {
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  wire::write_rdm_header(b, h);
+  if (!data.empty()) std::memcpy(b + hl, data.data(), data.size());
+  if (wire::encode_mbuf(m, route_to(p), outer_to(p, static_cast<uint32_t>(len)), ip_id_++,
+                        link_->tx_caps()) != 0) {
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  txq_[txq_n_++] = m;
+  return true;
+}
+
+bool RdmEndpoint::transmit_local(Peer& p, uint32_t id, shm::Conn* c, const wire::RdmHeader& h,
+                                 std::span<const uint8_t> data) noexcept {
+  // Rendezvous data to a peer that can read our memory stays where it is (the application's
+  // buffer, valid until the peer acknowledges it): the peer copies it once, with
+  // process_vm_readv, straight into its receive (deliver_indirect).
+  if (!p.lossless) [[unlikely]] {
+    // The rings lose nothing they took: the core's RTO for this peer gets the lossless floor.
+    try {
+      lossless_.push_back(id);
+      p.lossless = true;
+    } catch (...) {
+    }
+  }
+  const bool by_ref =
+      h.kind == wire::RdmKind::kRdvData && data.size() >= kIndirectMin && c->peer_reads_us();
+  if (by_ref && !p.large_rdv) {
+    p.large_rdv = true;  // from now on in large segments (finish: the core may not be called here)
+    try {
+      large_rdv_.push_back(id);
+    } catch (...) {
+    }
+  }
+  uint8_t hdr[wire::kRdmRmaHeaderLen + sizeof(shm::RdmIndirect)];
+  size_t hl = wire::write_rdm_header(hdr, h);  // the core's own header: valid (wire/rdm.h)
+  if (by_ref) {
+    const shm::RdmIndirect ind{reinterpret_cast<uint64_t>(data.data()), data.size()};
+    std::memcpy(hdr + hl, &ind, sizeof(ind));
+    hl += sizeof(ind);
+    data = {};
+  }
+  const shm::RecordHeader rh{0,
+                             by_ref ? shm::RecordKind::kRdmIndirect : shm::RecordKind::kRdm,
+                             0,
+                             rte_be_to_cpu_16(ep_id_be_),
+                             udp_port_be_,
+                             p.addr.udp_port_be,
+                             rte_be_to_cpu_16(p.addr.ep_id_be),
+                             0};
+  switch (c->send(rh, {hdr, hl}, data)) {
+    case 0:
+      bump(stats_.tx_frames);
+      bump(stats_.local_tx);
+      if (by_ref) bump(stats_.local_indirect_tx);
+      return true;
+    case -FI_EHOSTUNREACH:
+      // The peer's process is gone (or never was there): its operations fail once this core call
+      // is over (finish), as link_lost would have them.
+      if (std::find(lost_.begin(), lost_.end(), id) == lost_.end()) {
+        try {
+          lost_.push_back(id);
+        } catch (...) {
+        }
+      }
+      return true;  // taken: nothing is resent to a peer that is gone
+    default:
+      return false;  // the ring is full or the link is coming up: the core tries again soon
+  }
+}
+
+}  // namespace dpfab::proto
