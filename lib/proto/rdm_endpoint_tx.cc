@@ -57,7 +57,8 @@ void RdmEndpoint::keep_no_references() noexcept {
   for (uint32_t k = 0; k < txq_n_; ++k) {
     rte_mbuf* m = txq_[k];
     if (by_reference(m)) {
-      rte_mbuf* c = rte_pktmbuf_alloc(link_->pool());
+      rte_mbuf* c = nullptr;  // (the bulk call keeps transmit's rte_pktmbuf_alloc inlined)
+      if (rte_pktmbuf_alloc_bulk(link_->pool(), &c, 1) != 0) c = nullptr;
       char* d = c && m->pkt_len <= rte_pktmbuf_tailroom(c)
                     ? rte_pktmbuf_append(c, static_cast<uint16_t>(m->pkt_len))
                     : nullptr;
@@ -87,14 +88,13 @@ void RdmEndpoint::keep_no_references() noexcept {
 
 bool RdmEndpoint::transmit_by_reference(Peer& p, const wire::RdmHeader& h,
                                         std::span<const uint8_t> data) noexcept {
-  rte_mempool* pool = link_->pool();
-  rte_mbuf* m = rte_pktmbuf_alloc(pool);
-  rte_mbuf* x = m ? rte_pktmbuf_alloc(pool) : nullptr;
-  if (!x) {
-    if (m) rte_pktmbuf_free(m);
+  rte_mbuf* two[2];  // the headers, and the data by reference
+  if (rte_pktmbuf_alloc_bulk(link_->pool(), two, 2) != 0) {
     bump(stats_.tx_no_mbuf);
     return false;
   }
+  rte_mbuf* m = two[0];
+  rte_mbuf* x = two[1];
   // The data mbuf's own buffer is unused while it points at `data`: it holds the external
   // buffer's shared info, which so lives exactly as long as the mbuf (freeing it detaches the
   // data, calls ext_unused and gives the buffer back).
