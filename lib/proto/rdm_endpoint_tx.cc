@@ -69,6 +69,7 @@ void RdmEndpoint::keep_no_references() noexcept {
         }
         c->ol_flags = m->ol_flags & ~RTE_MBUF_F_EXTERNAL;
         c->tx_offload = m->tx_offload;
+        bump(stats_.tx_by_reference_copied);
       } else {
         // No mbuf to copy into: the frame is dropped, as a full port would have lost it; the
         // core retransmits it.
@@ -77,7 +78,6 @@ void RdmEndpoint::keep_no_references() noexcept {
         bump(stats_.tx_no_mbuf);
       }
       rte_pktmbuf_free(m);
-      bump(stats_.tx_by_reference_copied);
       if (!c) continue;
       m = c;
     }
