@@ -260,6 +260,9 @@ struct SendOp {
 /// third of the struct): the send path's copy of the op into its table (RdmCore::send).
 inline void copy_op(SendOp& to, const SendOp& from) noexcept {
   static_assert(std::is_trivially_copyable_v<SendOp> && std::is_standard_layout_v<SendOp>);
+  // A field added after the arrays would not be copied: they must stay last.
+  static_assert(offsetof(SendOp, result) == offsetof(SendOp, iov) + sizeof(SendOp::iov) &&
+                offsetof(SendOp, result) + sizeof(SendOp::result) == sizeof(SendOp));
   std::memcpy(static_cast<void*>(&to), &from, offsetof(SendOp, iov));
   for (uint8_t k = 0; k < from.iov_count && k < kMaxIov; ++k) to.iov[k] = from.iov[k];
   for (uint8_t k = 0; k < from.result_count && k < kMaxIov; ++k) to.result[k] = from.result[k];
@@ -281,6 +284,7 @@ struct RecvOp {
 /// copy_op of a receive: its iov entries in use only (RdmCore::recv's copy into its table).
 inline void copy_op(RecvOp& to, const RecvOp& from) noexcept {
   static_assert(std::is_trivially_copyable_v<RecvOp> && std::is_standard_layout_v<RecvOp>);
+  static_assert(offsetof(RecvOp, iov) + sizeof(RecvOp::iov) == sizeof(RecvOp));  // last
   std::memcpy(static_cast<void*>(&to), &from, offsetof(RecvOp, iov));
   for (uint8_t k = 0; k < from.iov_count && k < kMaxIov; ++k) to.iov[k] = from.iov[k];
 }

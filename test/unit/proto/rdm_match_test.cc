@@ -401,3 +401,98 @@ TEST(RdmMatch, AClaimedMessageFromADeadPeerFailsItsClaim) {
   EXPECT_EQ(net.core(1).unexpected_in_use(), 0u);
   EXPECT_EQ(net.core(1).rx_in_use(), 0u);
 }
+
+namespace {
+
+// copy_op (rdm_core.h): what the send and receive paths copy into the core's tables. Every field
+// arrives, the iov/result entries in use too, and the entries beyond the counts are not touched
+// (they are not copied: a one-buffer op is a third of the struct).
+TEST(CopyOp, SendCopiesEveryFieldAndTheEntriesInUse) {
+  SendOp a;
+  a.dest = 7;
+  a.buf = &a;
+  a.len = 1234;
+  a.context = &a.len;
+  a.tag = 0x1122334455667788ull;
+  a.data = 99;
+  a.tagged = a.has_data = a.inject = a.complete_now = a.fence = a.fetch = a.compare_op = true;
+  a.completion = false;
+  a.kind = OpKind::kAtomic;
+  a.rkey = 0xabcdef;
+  a.raddr = 0x1000;
+  a.atomic_op = 3;
+  a.datatype = 5;
+  a.compare = &a.tag;
+  a.iov_count = 2;
+  a.result_count = 1;
+  uint8_t bytes[8];
+  for (size_t k = 0; k < kMaxIov; ++k) {
+    a.iov[k] = {bytes + k, k + 1};
+    a.result[k] = {bytes + k + 4, k + 10};
+  }
+  SendOp b;
+  const Iov untouched{bytes + 7, 77};
+  for (size_t k = 0; k < kMaxIov; ++k) b.iov[k] = b.result[k] = untouched;
+  copy_op(b, a);
+  EXPECT_EQ(b.dest, a.dest);
+  EXPECT_EQ(b.buf, a.buf);
+  EXPECT_EQ(b.len, a.len);
+  EXPECT_EQ(b.context, a.context);
+  EXPECT_EQ(b.tag, a.tag);
+  EXPECT_EQ(b.data, a.data);
+  EXPECT_TRUE(b.tagged && b.has_data && b.inject && b.complete_now && b.fence && b.fetch &&
+              b.compare_op);
+  EXPECT_FALSE(b.completion);
+  EXPECT_EQ(b.kind, OpKind::kAtomic);
+  EXPECT_EQ(b.rkey, a.rkey);
+  EXPECT_EQ(b.raddr, a.raddr);
+  EXPECT_EQ(b.atomic_op, 3);
+  EXPECT_EQ(b.datatype, 5);
+  EXPECT_EQ(b.compare, a.compare);
+  EXPECT_EQ(b.iov_count, 2);
+  EXPECT_EQ(b.result_count, 1);
+  for (size_t k = 0; k < kMaxIov; ++k) {
+    const Iov& want_iov = k < 2 ? a.iov[k] : untouched;
+    const Iov& want_res = k < 1 ? a.result[k] : untouched;
+    EXPECT_EQ(b.iov[k].base, want_iov.base) << k;
+    EXPECT_EQ(b.iov[k].len, want_iov.len) << k;
+    EXPECT_EQ(b.result[k].base, want_res.base) << k;
+    EXPECT_EQ(b.result[k].len, want_res.len) << k;
+  }
+}
+
+TEST(CopyOp, RecvCopiesEveryFieldAndTheEntriesInUse) {
+  RecvOp a;
+  a.buf = &a;
+  a.len = 4321;
+  a.context = &a.len;
+  a.match.src = 3;
+  a.match.tag = 0x55;
+  a.match.ignore = 0xf0;
+  a.match.tagged = true;
+  a.flags = FI_PEEK;
+  a.completion = false;
+  a.iov_count = 3;
+  uint8_t bytes[4];
+  for (size_t k = 0; k < kMaxIov; ++k) a.iov[k] = {bytes + k, k + 1};
+  RecvOp b;
+  const Iov untouched{bytes, 77};
+  for (size_t k = 0; k < kMaxIov; ++k) b.iov[k] = untouched;
+  copy_op(b, a);
+  EXPECT_EQ(b.buf, a.buf);
+  EXPECT_EQ(b.len, a.len);
+  EXPECT_EQ(b.context, a.context);
+  EXPECT_EQ(b.match.src, 3u);
+  EXPECT_EQ(b.match.tag, 0x55u);
+  EXPECT_EQ(b.match.ignore, 0xf0u);
+  EXPECT_TRUE(b.match.tagged);
+  EXPECT_EQ(b.flags, uint64_t{FI_PEEK});
+  EXPECT_FALSE(b.completion);
+  EXPECT_EQ(b.iov_count, 3);
+  for (size_t k = 0; k < kMaxIov; ++k) {
+    EXPECT_EQ(b.iov[k].base, k < 3 ? a.iov[k].base : untouched.base) << k;
+    EXPECT_EQ(b.iov[k].len, k < 3 ? a.iov[k].len : untouched.len) << k;
+  }
+}
+
+}  // namespace
