@@ -33,7 +33,7 @@ void RdmEndpoint::flush() noexcept {
     std::memmove(txq_, txq_ + sent, (txq_n_ - sent) * sizeof(txq_[0]));
   }
   txq_n_ -= sent;
-  if (ext_min_ != 0) keep_no_references();
+  if (txq_n_ != 0 && ext_min_ != 0) keep_no_references();  // the port was full: rare
 }
 
 namespace {
