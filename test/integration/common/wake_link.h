@@ -16,8 +16,11 @@
 // own EAL --file-prefix, hence its own telemetry socket.
 #pragma once
 
+#include <dirent.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -44,9 +47,49 @@ inline std::string read_file(const std::string& path) {
 }
 inline int sh(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()); }
 
+/// What a Link of a killed test process left in /tmp (its destructor never ran): the hugetlbfs
+/// mount and files of a virtio link, with the 100 pages it reserved, and the link sockets. Only
+/// leftovers over ten minutes old whose id names no live process (a link lasts seconds; the id is
+/// the pid modulo 100000, so a live one may hide behind another: it is then left alone).
+inline void reclaim_stale_links() {
+  DIR* d = opendir("/tmp");
+  if (!d) return;
+  const time_t old = time(nullptr) - 600;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    const bool huge = name.rfind("dpfab-wk-huge-", 0) == 0;
+    const bool sock =
+        name.rfind("dpfab-wk-memif-", 0) == 0 || name.rfind("dpfab-wk-vhost-", 0) == 0;
+    if (!huge && !sock) continue;
+    const std::string path = "/tmp/" + name;
+    struct stat st;
+    if (lstat(path.c_str(), &st) != 0 || st.st_mtime > old) continue;
+    const long id = std::strtol(name.c_str() + name.find_first_of("0123456789"), nullptr, 10);
+    if (id <= 0 || kill(static_cast<pid_t>(id), 0) == 0 || errno != ESRCH) continue;
+    if (sock) {
+      unlink(path.c_str());
+      continue;
+    }
+    // Its files go with the mount (MNT_DETACH); then the pages it reserved.
+    const bool was_mounted = umount2(path.c_str(), MNT_DETACH) == 0;
+    if (rmdir(path.c_str()) != 0 || !was_mounted) continue;
+    std::ifstream f("/proc/sys/vm/nr_hugepages");
+    long pages = 0;
+    f >> pages;
+    f.close();
+    FILE* w = std::fopen("/proc/sys/vm/nr_hugepages", "w");
+    if (w) {
+      std::fprintf(w, "%ld", pages >= 100 ? pages - 100 : 0);
+      std::fclose(w);
+    }
+  }
+  closedir(d);
+}
+
 class Link {
  public:
   Link(const std::string& pmd, bool lcores) {
+    reclaim_stale_links();
     const std::string id = std::to_string(getpid() % 100000);
     base_eal_ = "--no-huge --no-shconf --no-pci -m 48 --log-level=*:warning";
     if (pmd == "tap") {
