@@ -71,7 +71,6 @@ PortEngine::PortEngine(port::Port* p)
   // do, but is not checked yet.
   tx_copies_ = (memif_ && p->info().spec.find("zero-copy=yes") == std::string::npos) ||
                p->info().driver == "net_af_packet";
-  set_tx_extbuf_min(kDefaultTxExtbufMin);
 }
 
 Result<PortEngine*> PortEngine::of(port::Port* p) {

@@ -121,8 +121,7 @@ class PortEngine final : public proto::Link {
   void set_udp_checksum_always() noexcept { tx_caps_.udp_none = false; }
   /// tx_extbuf_min (fi_dpdk(7)): data of at least `bytes` is transmitted from the caller's
   /// memory on ports whose transmit copies synchronously (Link::tx_extbuf_min); 0: never.
-  /// Before endpoints are bound.
-  static constexpr uint32_t kDefaultTxExtbufMin = 4096;
+  /// Before endpoints are bound; 0 until then.
   void set_tx_extbuf_min(uint32_t bytes) noexcept { tx_extbuf_min_ = tx_copies_ ? bytes : 0; }
   uint32_t tx_extbuf_min() const noexcept override { return tx_extbuf_min_; }
   /// Opens the engine's same-host node (shm/node.h): endpoints on this port then reach the

@@ -226,10 +226,13 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   // Under mu_: a packet to same-host peer `p` through its link `c`. As transmit().
   bool transmit_local(Peer& p, uint32_t id, shm::Conn* c, const wire::RdmHeader& h,
                       std::span<const uint8_t> data) noexcept;
-  // Under mu_: a packet to `p` through the port whose data the port copies from where it is
-  // (rdm_endpoint_tx.cc). As transmit().
-  bool transmit_by_reference(Peer& p, const wire::RdmHeader& h,
-                             std::span<const uint8_t> data) noexcept;
+  // Under mu_: a packet to `p` through the port, its data copied into the frame or (kByReference)
+  // chained after it in place (rdm_endpoint_tx.cc). As transmit().
+  template <bool kByReference>
+  [[gnu::always_inline]] bool transmit_port(Peer& p, const wire::RdmHeader& h,
+                                            std::span<const uint8_t> data) noexcept;
+  // Under mu_: an mbuf that points at `data` (an external buffer, rdm_endpoint_tx.cc), or null.
+  rte_mbuf* data_by_reference(std::span<const uint8_t> data) noexcept;
   // Under mu_, after a burst: frames left in txq_ that refer to the core's memory become copies.
   [[gnu::cold]] void keep_no_references() noexcept;
   // RX owner: a kRdmIndirect packet (its data stays in the sender's memory): copied from there

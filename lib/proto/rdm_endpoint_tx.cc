@@ -41,6 +41,13 @@ namespace {
 // An external buffer's shared info wants a free callback; the memory is the core's to keep.
 void ext_unused(void*, void*) noexcept {}
 
+// A frame not built after all: its mbufs go back (either may be null). @return false.
+bool drop(rte_mbuf* m, rte_mbuf* x) noexcept {
+  if (m) rte_pktmbuf_free(m);
+  if (x) rte_pktmbuf_free(x);
+  return false;
+}
+
 bool by_reference(const rte_mbuf* m) noexcept {
   for (; m != nullptr; m = m->next)
     if (RTE_MBUF_HAS_EXTBUF(m)) return true;
@@ -57,28 +64,15 @@ void RdmEndpoint::keep_no_references() noexcept {
   for (uint32_t k = 0; k < txq_n_; ++k) {
     rte_mbuf* m = txq_[k];
     if (by_reference(m)) {
-      rte_mbuf* c = nullptr;  // (the bulk call keeps transmit's rte_pktmbuf_alloc inlined)
-      if (rte_pktmbuf_alloc_bulk(link_->pool(), &c, 1) != 0) c = nullptr;
-      char* d = c && m->pkt_len <= rte_pktmbuf_tailroom(c)
-                    ? rte_pktmbuf_append(c, static_cast<uint16_t>(m->pkt_len))
-                    : nullptr;
-      if (d) {
-        for (const rte_mbuf* g = m; g; g = g->next) {  // segment by segment
-          std::memcpy(d, rte_pktmbuf_mtod(g, const char*), g->data_len);
-          d += g->data_len;
-        }
-        c->ol_flags = m->ol_flags & ~RTE_MBUF_F_EXTERNAL;
-        c->tx_offload = m->tx_offload;
-        bump(stats_.tx_by_reference_copied);
-      } else {
+      rte_mbuf* c = rte_pktmbuf_copy(m, link_->pool(), 0, UINT32_MAX);
+      rte_pktmbuf_free(m);
+      if (!c) {
         // No mbuf to copy into: the frame is dropped, as a full port would have lost it; the
         // core retransmits it.
-        if (c) rte_pktmbuf_free(c);
-        c = nullptr;
         bump(stats_.tx_no_mbuf);
+        continue;
       }
-      rte_pktmbuf_free(m);
-      if (!c) continue;
+      bump(stats_.tx_by_reference_copied);
       m = c;
     }
     txq_[kept++] = m;
@@ -86,18 +80,12 @@ void RdmEndpoint::keep_no_references() noexcept {
   txq_n_ = kept;
 }
 
-bool RdmEndpoint::transmit_by_reference(Peer& p, const wire::RdmHeader& h,
-                                        std::span<const uint8_t> data) noexcept {
-  rte_mbuf* two[2];  // the headers, and the data by reference
-  if (rte_pktmbuf_alloc_bulk(link_->pool(), two, 2) != 0) {
-    bump(stats_.tx_no_mbuf);
-    return false;
-  }
-  rte_mbuf* m = two[0];
-  rte_mbuf* x = two[1];
-  // The data mbuf's own buffer is unused while it points at `data`: it holds the external
-  // buffer's shared info, which so lives exactly as long as the mbuf (freeing it detaches the
-  // data, calls ext_unused and gives the buffer back).
+rte_mbuf* RdmEndpoint::data_by_reference(std::span<const uint8_t> data) noexcept {
+  rte_mbuf* x = nullptr;  // (not rte_pktmbuf_alloc: transmit's stays inlined as its only use)
+  if (rte_pktmbuf_alloc_bulk(link_->pool(), &x, 1) != 0) return nullptr;
+  // The mbuf's own buffer is unused while it points at `data`: it holds the external buffer's
+  // shared info, which so lives exactly as long as the mbuf (freeing it detaches the data, calls
+  // ext_unused and gives the buffer back).
   auto* sh = static_cast<rte_mbuf_ext_shared_info*>(x->buf_addr);
   sh->free_cb = ext_unused;
   sh->fcb_opaque = nullptr;
@@ -107,38 +95,7 @@ bool RdmEndpoint::transmit_by_reference(Peer& p, const wire::RdmHeader& h,
   rte_pktmbuf_attach_extbuf(x, const_cast<uint8_t*>(data.data()), RTE_BAD_IOVA, n, sh);
   x->data_len = n;
   x->pkt_len = n;
-  const size_t hl = wire::rdm_header_len(h.kind);
-  const size_t len = hl + data.size();
-  if (use_templates_ && len <= wire::kMaxPayload && (p.headers_ok || make_headers(p))) {
-    auto* f = reinterpret_cast<uint8_t*>(
-        rte_pktmbuf_append(m, static_cast<uint16_t>(wire::kOverhead + hl)));
-    if (!f) {  // a fresh mbuf holds the headers: never
-      rte_pktmbuf_free(x);
-      rte_pktmbuf_free(m);
-      return false;
-    }
-    p.headers.write(f, p.addr.mac, static_cast<uint32_t>(len), ip_id_++);
-    wire::write_rdm_header(f + wire::kOverhead, h);
-    rte_pktmbuf_chain(m, x);
-  } else {
-    auto* b = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(hl)));
-    if (!b) {
-      rte_pktmbuf_free(x);
-      rte_pktmbuf_free(m);
-      return false;
-    }
-    wire::write_rdm_header(b, h);
-    rte_pktmbuf_chain(m, x);
-    // The UDP checksum, where the port wants one, is summed over the chain (the data in place).
-    if (wire::encode_mbuf(m, route_to(p), outer_to(p, static_cast<uint32_t>(len)), ip_id_++,
-                          link_->tx_caps()) != 0) {
-      rte_pktmbuf_free(m);
-      return false;
-    }
-  }
-  txq_[txq_n_++] = m;
-  bump(stats_.tx_by_reference);
-  return true;
+  return x;
 }
 
 wire::Route RdmEndpoint::route_to(const Peer& p) const noexcept {
@@ -162,6 +119,48 @@ bool RdmEndpoint::make_headers(Peer& p) noexcept {
   return p.headers_ok;
 }
 
+template <bool kByReference>
+inline bool RdmEndpoint::transmit_port(Peer& p, const wire::RdmHeader& h,
+                                       std::span<const uint8_t> data) noexcept {
+  rte_mbuf* m = rte_pktmbuf_alloc(link_->pool());
+  rte_mbuf* x = nullptr;  // kByReference: the data, chained after the headers in m
+  if (m && kByReference) x = data_by_reference(data);
+  if (!m || (kByReference && !x)) {
+    bump(stats_.tx_no_mbuf);
+    return drop(m, x);
+  }
+  const size_t hl = wire::rdm_header_len(h.kind);
+  const size_t len = hl + data.size();
+  const size_t copied = kByReference ? 0 : data.size();  // data bytes in m itself
+  const bool templated = use_templates_ && len <= wire::kMaxPayload &&
+                         rte_pktmbuf_tailroom(m) >= wire::kOverhead + hl + copied &&
+                         (p.headers_ok || make_headers(p));
+  if (templated) {
+    // The peer's prepared headers (what encode_mbuf would write on this link), the RDM header,
+    // the data (or, by reference, the mbuf that points at it).
+    auto* f = reinterpret_cast<uint8_t*>(
+        rte_pktmbuf_append(m, static_cast<uint16_t>(wire::kOverhead + hl + copied)));
+    if (!f) return drop(m, x);  // the tailroom was checked: never
+    p.headers.write(f, p.addr.mac, static_cast<uint32_t>(len), ip_id_++);
+    wire::write_rdm_header(f + wire::kOverhead, h);  // the core's own header: valid (wire/rdm.h)
+    if (copied) std::memcpy(f + wire::kOverhead + hl, data.data(), copied);
+    if (kByReference) rte_pktmbuf_chain(m, x);
+  } else {
+    auto* b = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(hl + copied)));
+    if (!b) return drop(m, x);
+    wire::write_rdm_header(b, h);
+    if (copied) std::memcpy(b + hl, data.data(), copied);
+    if (kByReference) rte_pktmbuf_chain(m, x);
+    // The outer headers; the UDP checksum, where the port wants one, summed over the chain.
+    if (wire::encode_mbuf(m, route_to(p), outer_to(p, static_cast<uint32_t>(len)), ip_id_++,
+                          link_->tx_caps()) != 0)
+      return drop(m, nullptr);
+  }
+  txq_[txq_n_++] = m;
+  if (kByReference) bump(stats_.tx_by_reference);
+  return true;
+}
+
 bool RdmEndpoint::transmit(fi_addr_t peer, const wire::RdmHeader& h,
                            std::span<const uint8_t> data) noexcept {
   if (Peer& p = peers_[peer]; p.addr.has_node() && link_->local()) {
@@ -173,46 +172,10 @@ bool RdmEndpoint::transmit(fi_addr_t peer, const wire::RdmHeader& h,
     flush();
     if (txq_n_ == kTxBurst) return false;  // the port is full: the core tries again later
   }
-  Peer& p = peers_[peer];
+  // Data of ext_min_ bytes or more by reference (see the file comment), else copied.
   if (ext_min_ != 0 && data.size() >= ext_min_ && data.size() <= UINT16_MAX)
-    return transmit_by_reference(p, h, data);
-  rte_mbuf* m = rte_pktmbuf_alloc(link_->pool());
-  if (!m) {
-    bump(stats_.tx_no_mbuf);
-    return false;
-  }
-  const size_t hl = wire::rdm_header_len(h.kind);
-  const size_t len = hl + data.size();
-  if (use_templates_ && len <= wire::kMaxPayload &&
-      rte_pktmbuf_tailroom(m) >= wire::kOverhead + len && (p.headers_ok || make_headers(p))) {
-    // The whole frame at once: the peer's prepared headers (what encode_mbuf would write on this
-    // link), the RDM header, the data.
-    auto* f = reinterpret_cast<uint8_t*>(
-        rte_pktmbuf_append(m, static_cast<uint16_t>(wire::kOverhead + len)));
-    if (!f) {  // the tailroom was checked: never
-      rte_pktmbuf_free(m);
-      return false;
-    }
-    p.headers.write(f, p.addr.mac, static_cast<uint32_t>(len), ip_id_++);
-    wire::write_rdm_header(f + wire::kOverhead, h);  // the core's own header: valid (wire/rdm.h)
-    if (!data.empty()) std::memcpy(f + wire::kOverhead + hl, data.data(), data.size());
-    txq_[txq_n_++] = m;
-    return true;
-  }
-  auto* b = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
-  if (!b) {
-    rte_pktmbuf_free(m);
-    return false;
-  }
-  wire::write_rdm_header(b, h);
-  if (!data.empty()) std::memcpy(b + hl, data.data(), data.size());
-  if (wire::encode_mbuf(m, route_to(p), outer_to(p, static_cast<uint32_t>(len)), ip_id_++,
-                        link_->tx_caps()) != 0) {
-    rte_pktmbuf_free(m);
-    return false;
-  }
-  txq_[txq_n_++] = m;
-  return true;
+    return transmit_port<true>(peers_[peer], h, data);
+  return transmit_port<false>(peers_[peer], h, data);
 }
 
 bool RdmEndpoint::transmit_local(Peer& p, uint32_t id, shm::Conn* c, const wire::RdmHeader& h,
