@@ -283,7 +283,18 @@ bool RdmCore::send_eager_segment(PeerState& p, uint32_t i, uint64_t now) noexcep
     h.tag = t.op.tagged ? t.op.tag : 0;
     h.cq_data = t.op.has_data ? t.op.data : 0;
     h.length = t.op.len;
+    bool by_ref = false;
+    if (p.reads_us && t.op.len <= kRefMax) {
+      // The peer reads the message where it lies (one buffer) and answers with a zero grant.
+      const std::span<const uint8_t> d = data_at(t, 0, t.op.len);
+      if (d.size() == t.op.len && d.data() != nullptr) {
+        h.flags |= wire::kRdmRef;
+        h.offset = reinterpret_cast<uintptr_t>(d.data());
+        by_ref = true;
+      }
+    }
     if (p.rel.send(h, {}, i, now) != 0) return false;
+    if (by_ref) ++stats_.ref_sent;
     ++t.unacked;
     ++p.awaiting_cts;
     t.rts_sent = t.issued = true;
@@ -563,6 +574,10 @@ void RdmCore::set_peer_lossless(fi_addr_t peer) noexcept {
   }
 }
 
+void RdmCore::set_peer_reads_us(fi_addr_t peer) noexcept {
+  if (PeerState* p = state(peer)) p->reads_us = true;
+}
+
 void RdmCore::fresh_rel(PeerState& p, fi_addr_t addr) noexcept {
   p.rel.~RdmPeer();
   new (&p.rel) RdmPeer(&shared_, addr);
@@ -579,6 +594,7 @@ void RdmCore::renew_peer(fi_addr_t peer, uint64_t now) noexcept {
   p->rdv_turn = false;
   p->awaiting_cts = 0;
   p->rdv_seg_shift = 0;  // the new instance's link says again what it can read
+  p->reads_us = false;
 }
 
 void RdmCore::lose_peer(fi_addr_t peer, uint64_t now) noexcept {

@@ -219,6 +219,14 @@ class CoreSink {
   virtual bool transmit(fi_addr_t peer, const wire::RdmHeader& h,
                         std::span<const uint8_t> data) noexcept = 0;
   virtual void complete(const Completion& c) noexcept = 0;
+  /// Copies `n` bytes at address `addr` of `peer`'s memory to `dst` (a same-host peer's
+  /// rendezvous message by reference, wire::kRdmRef; the core calls it only for such an RTS).
+  /// @return 0, or a positive fi_errno for the receive's error completion (FI_EHOSTUNREACH: the
+  /// peer's process is gone; FI_EIO: its memory cannot be read there).
+  virtual int read_peer(fi_addr_t peer, uint64_t addr, void* dst, size_t n) noexcept {
+    (void)peer, (void)addr, (void)dst, (void)n;
+    return FI_EIO;
+  }
 };
 
 struct SendOp {
@@ -302,6 +310,9 @@ struct CoreStats {
   uint64_t writes = 0, reads = 0, atomics = 0;
   uint64_t target_writes = 0, target_reads = 0, target_atomics = 0;
   uint64_t target_refused = 0, target_gated = 0;
+  /// Rendezvous messages by reference (set_peer_reads_us): RTSs that named our buffer, and
+  /// messages we copied out of a peer's memory ourselves.
+  uint64_t ref_sent = 0, ref_received = 0;
 };
 
 class RdmCore final : private PeerHost {
@@ -356,6 +367,14 @@ class RdmCore final : private PeerHost {
   /// retransmission timeout is at least ReliabilityConfig::lossless_rto_min_ns (RdmPeer::
   /// set_lossless), for this instance of it and later ones. Any time; no-op for an unknown peer.
   void set_peer_lossless(fi_addr_t peer) noexcept;
+  /// `peer` can read our memory itself (a same-host peer, process_vm_readv): a rendezvous
+  /// message of at most kRefMax bytes in one buffer goes as an RTS naming where it lies
+  /// (wire::kRdmRef); the peer copies it into the matching receive (CoreSink::read_peer) and
+  /// answers with a zero grant, which completes the send: one round trip and one copy, no
+  /// kRdvData. Larger messages keep the granted rendezvous (their copies are made a segment at a
+  /// time). For this instance of the peer (renew_peer forgets it). No-op for an unknown peer.
+  void set_peer_reads_us(fi_addr_t peer) noexcept;
+  static constexpr uint64_t kRefMax = uint64_t{1} << 20;
   /// `peer`'s address now names a new instance (a same-host peer that restarted: its node's
   /// nonce changed, which the address tells before any packet): what involved the old instance
   /// completes with FI_EHOSTUNREACH (if it has not yet), and the peer starts afresh, reachable,
@@ -548,7 +567,10 @@ class RdmCore final : private PeerHost {
   // Gives up the eager message being reassembled from `p` (the peer broke the protocol or died):
   // its receive completes with `err`, its unexpected entry goes (or, claimed, fails its claim).
   void abandon_cur(PeerState& p, int err) noexcept;
-  void start_rdv_rx(uint32_t rx, fi_addr_t from, uint32_t msg_id, uint64_t total) noexcept;
+  // `remote`: the message's address in the sender's memory (kRdmRef), 0 for a granted one.
+  void start_rdv_rx(uint32_t rx, fi_addr_t from, uint32_t msg_id, uint64_t total,
+                    uint64_t remote) noexcept;
+  int read_ref(const RxOp& x, fi_addr_t from, uint64_t remote) noexcept;
   void complete_rx(uint32_t rx, int err) noexcept;
   void copy_to_rx(RxOp& r, uint64_t offset, std::span<const uint8_t> d) noexcept;
   void queue_cts(fi_addr_t peer, uint32_t msg_id, uint64_t granted) noexcept;

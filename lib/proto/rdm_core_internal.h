@@ -82,6 +82,7 @@ struct RdmCore::Unexp {
   uint64_t tag = 0, data = 0;
   uint32_t msg_id = 0;
   uint64_t total = 0, received = 0;
+  uint64_t remote = 0;    // rts with kRdmRef: the message's address in the sender's memory
   uint32_t slot = kNone;  // eager data buffer
   void* claim_ctx = nullptr;
   uint32_t bound_rx = kNone;  // eager, still arriving: the receive that took it
@@ -105,6 +106,7 @@ struct RdmCore::PeerState {
   bool cur_active : 1 = false;
   bool cur_unexp : 1 = false;  // cur_idx is an Unexp (else an RxOp; kNone: dropped)
   bool lossless : 1 = false;   // set_peer_lossless(): kept across a fresh RdmPeer (fresh_rel)
+  bool reads_us : 1 = false;   // set_peer_reads_us(): RTSs by reference (kRdmRef)
   uint32_t cur_idx = kNone;
   uint32_t cur_msg = 0;
   uint64_t cur_total = 0, cur_received = 0;

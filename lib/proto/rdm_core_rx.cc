@@ -251,13 +251,39 @@ void RdmCore::discard_unexpected(uint32_t u) noexcept {
   }
 }
 
-void RdmCore::start_rdv_rx(uint32_t r, fi_addr_t from, uint32_t msg_id, uint64_t total) noexcept {
+int RdmCore::read_ref(const RxOp& x, fi_addr_t from, uint64_t remote) noexcept {
+  // Buffer by buffer of the receive (most have one): the sender's message is one buffer.
+  for (uint64_t off = 0; off < x.granted;) {
+    uint64_t room = 0;
+    uint8_t* at = rx_place(x.op.buf, x.op.len, x.op.iov, x.op.iov_count, off, &room);
+    if (at == nullptr || room == 0) return FI_EIO;
+    const uint64_t n = std::min<uint64_t>(room, x.granted - off);
+    if (const int err = sink_->read_peer(from, remote + off, at, n); err != 0) return err;
+    off += n;
+  }
+  ++stats_.ref_received;
+  return 0;
+}
+
+void RdmCore::start_rdv_rx(uint32_t r, fi_addr_t from, uint32_t msg_id, uint64_t total,
+                           uint64_t remote) noexcept {
   RxOp& x = rx_[r];
   x.from = from;
   x.msg_id = msg_id;
   x.total = total;
   x.received = 0;
   x.granted = std::min<uint64_t>(total, x.op.len);
+  if (remote != 0) {
+    // By reference (kRdmRef): the message is copied now, out of the sender's memory, which stays
+    // valid until our zero grant completes its send. A copy that failed fails the receive (the
+    // sender's process is gone, or named memory we cannot read); the grant still goes, so a
+    // sender that is there completes.
+    const int err = read_ref(x, from, remote);
+    queue_cts(from, msg_id, 0);
+    if (err == 0) x.received = x.granted;
+    complete_rx(r, err);
+    return;
+  }
   queue_cts(from, msg_id, x.granted);
   if (x.granted == 0) {
     complete_rx(r, 0);
@@ -282,8 +308,9 @@ void RdmCore::take_unexpected(uint32_t u, uint32_t r) noexcept {
     complete_rx(r, err);
   } else if (e.rts) {
     const uint32_t msg_id = e.msg_id;
+    const uint64_t remote = e.remote;
     free_unexpected(u);
-    start_rdv_rx(r, x.from, msg_id, x.total);
+    start_rdv_rx(r, x.from, msg_id, x.total, remote);
   } else if (e.complete()) {
     copy_to_rx(x, 0, {unexp_mem_.get() + size_t{e.slot} * cfg_.eager_max, e.total});
     x.received = e.total;
@@ -459,6 +486,7 @@ void RdmCore::abandon_cur(PeerState& p, int err) noexcept {
 
 bool RdmCore::deliver_rts(PeerState& p, const RdmHeader& h) noexcept {
   const fi_addr_t from = p.rel.addr();
+  const uint64_t ref = h.flags & wire::kRdmRef ? h.offset : 0;  // validated: not 0 with the flag
   const bool tagged = h.flags & wire::kRdmTagged;
   const bool has_data = h.flags & wire::kRdmCqData;
   bool refuse;
@@ -473,7 +501,7 @@ bool RdmCore::deliver_rts(PeerState& p, const RdmHeader& h) noexcept {
     x.data = h.cq_data;
     x.tagged = tagged;
     x.has_data = has_data;
-    start_rdv_rx(r, from, h.msg_id, h.length);
+    start_rdv_rx(r, from, h.msg_id, h.length, ref);
     return true;
   }
   const uint32_t u = unexp_free_.get();
@@ -482,6 +510,7 @@ bool RdmCore::deliver_rts(PeerState& p, const RdmHeader& h) noexcept {
     return false;
   }
   queue_unexpected(u, from, h, kNone, true);
+  unexp_[u].remote = ref;
   return true;
 }
 

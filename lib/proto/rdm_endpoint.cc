@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -352,7 +353,8 @@ bool RdmEndpoint::deliver(const wire::Frame& f, rte_mbuf* m) noexcept {
   }
   wire::RdmHeader h;
   std::span<const uint8_t> data;
-  if (wire::decode_rdm(f.header, payload, &h, &data, decode_) != wire::RdmVerdict::kOk) {
+  if (wire::decode_rdm(f.header, payload, &h, &data, decode_) != wire::RdmVerdict::kOk ||
+      ((h.flags & wire::kRdmRef) && !f.src_link)) {  // a reference means nothing off a port
     bump(stats_.rx_rejected);
     return false;
   }
@@ -427,6 +429,25 @@ bool RdmEndpoint::deliver_indirect(const wire::Frame& f) noexcept {
   return false;
 }
 
+int RdmEndpoint::read_peer(fi_addr_t peer, uint64_t addr, void* dst, size_t n) noexcept {
+  // Under mu_, in the core call that matched the message (as deliver_indirect's copy).
+  shm::Conn* c = nullptr;
+  if (peer < peers_.size() && peers_[peer].addr.has_node() && link_->local())
+    c = link_->local_route(peers_[peer].addr);
+  if (c == nullptr || !c->cma()) {
+    bump(stats_.local_indirect_failed);
+    return FI_EHOSTUNREACH;  // its link is gone (or never let us read): so is the message
+  }
+  lockcheck::Exempt copy("same-host rendezvous copy");
+  if (c->read_peer(dst, addr, n) != 0) {
+    const int gone = errno == ESRCH;
+    bump(stats_.local_indirect_failed);
+    return gone ? FI_EHOSTUNREACH : FI_EIO;
+  }
+  bump(stats_.local_indirect_rx);
+  return 0;
+}
+
 size_t RdmEndpoint::drain_backlog() noexcept {
   const uint64_t now = rx_clock_.now_ns();
   rx_now_ = now;
@@ -445,7 +466,10 @@ void RdmEndpoint::finish() noexcept {
   if (!triggered_.empty()) fire_triggered(last_now_);
   flush();
   if (!large_rdv_.empty()) [[unlikely]] {
-    for (uint32_t id : large_rdv_) core_->set_peer_rdv_segment(id, kIndirectSegment);
+    for (uint32_t id : large_rdv_) {
+      core_->set_peer_rdv_segment(id, kIndirectSegment);
+      core_->set_peer_reads_us(id);
+    }
     large_rdv_.clear();
   }
   if (!lossless_.empty()) [[unlikely]] {

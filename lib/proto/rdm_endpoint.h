@@ -71,7 +71,8 @@ struct RdmEndpointStats {
   /// The same-host path (shm/node.h): packets sent through it and received from it (the port
   /// carried the rest of tx_frames / rx_frames), and peers lost with their process.
   std::atomic<uint64_t> local_tx{0}, local_rx{0}, local_lost{0};
-  /// Rendezvous segments sent and received by reference (one cross-memory copy by the receiver).
+  /// Rendezvous data sent and received by reference (one cross-memory copy by the receiver):
+  /// kRdmIndirect segments and whole messages (an RTS with wire::kRdmRef), and copies that failed.
   std::atomic<uint64_t> local_indirect_tx{0}, local_indirect_rx{0}, local_indirect_failed{0};
 };
 
@@ -170,7 +171,8 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   struct Peer {
     wire::Address addr;  // mac, ipv4, udp port, ep id (network order), host part
     // Same-host peer reached through a link that copies rendezvous data out of our memory
-    // (kRdmIndirect): the core was told to send it in large segments (set_peer_rdv_segment).
+    // (kRdmIndirect, kRdmRef): the core was told so (set_peer_reads_us, and large segments:
+    // set_peer_rdv_segment).
     bool large_rdv = false;
     // Reached through the same-host path: the core was told its link is lossless
     // (set_peer_lossless, from finish()).
@@ -250,6 +252,8 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   bool transmit(fi_addr_t peer, const wire::RdmHeader& h,
                 std::span<const uint8_t> data) noexcept override;
   void complete(const rdm::Completion& c) noexcept override;
+  // A same-host peer's message by reference (RTS with wire::kRdmRef): copied out of its memory.
+  int read_peer(fi_addr_t peer, uint64_t addr, void* dst, size_t n) noexcept override;
 
   Link* link_;
   Config cfg_;

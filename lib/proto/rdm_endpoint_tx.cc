@@ -168,6 +168,14 @@ bool RdmEndpoint::transmit(fi_addr_t peer, const wire::RdmHeader& h,
       return transmit_local(p, static_cast<uint32_t>(peer), c, h, data);
     if (link_->local_pending(p.addr)) return false;  // its link is being made: the core retries
   }
+  if (h.flags & wire::kRdmRef) [[unlikely]] {
+    // An RTS by reference to a peer whose same-host link is gone: a plain one (the receiver
+    // grants and the data follows; a port peer refuses references).
+    wire::RdmHeader plain = h;
+    plain.flags &= ~wire::kRdmRef;
+    plain.offset = 0;
+    return transmit(peer, plain, data);
+  }
   if (txq_n_ == kTxBurst) {
     flush();
     if (txq_n_ == kTxBurst) return false;  // the port is full: the core tries again later
@@ -191,15 +199,17 @@ bool RdmEndpoint::transmit_local(Peer& p, uint32_t id, shm::Conn* c, const wire:
     } catch (...) {
     }
   }
-  const bool by_ref =
-      h.kind == wire::RdmKind::kRdvData && data.size() >= kIndirectMin && c->peer_reads_us();
-  if (by_ref && !p.large_rdv) {
-    p.large_rdv = true;  // from now on in large segments (finish: the core may not be called here)
+  if (!p.large_rdv && c->peer_reads_us()) [[unlikely]] {
+    // From now on rendezvous by reference (RTS with kRdmRef, large kRdmIndirect segments):
+    // finish() tells the core, which may not be called here.
     try {
       large_rdv_.push_back(id);
+      p.large_rdv = true;
     } catch (...) {
     }
   }
+  const bool by_ref =
+      h.kind == wire::RdmKind::kRdvData && data.size() >= kIndirectMin && c->peer_reads_us();
   uint8_t hdr[wire::kRdmRmaHeaderLen + sizeof(shm::RdmIndirect)];
   size_t hl = wire::write_rdm_header(hdr, h);  // the core's own header: valid (wire/rdm.h)
   if (by_ref) {
@@ -220,7 +230,7 @@ bool RdmEndpoint::transmit_local(Peer& p, uint32_t id, shm::Conn* c, const wire:
     case 0:
       bump(stats_.tx_frames);
       bump(stats_.local_tx);
-      if (by_ref) bump(stats_.local_indirect_tx);
+      if (by_ref || (h.flags & wire::kRdmRef)) bump(stats_.local_indirect_tx);
       return true;
     case -FI_EHOSTUNREACH:
       // The peer's process is gone (or never was there): its operations fail once this core call

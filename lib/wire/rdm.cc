@@ -42,7 +42,8 @@ RdmVerdict rdm_validate(const RdmHeader& h, size_t data_len) noexcept {
     if (data_len == 0 && h.length != 0) return RdmVerdict::kDataLength;
   } else {
     if (data_len != 0) return RdmVerdict::kDataLength;
-    if (h.offset != 0) return RdmVerdict::kRange;
+    // kRts with kRdmRef: offset is an address in the sender's memory, any value but 0.
+    if (h.flags & kRdmRef ? h.offset == 0 : h.offset != 0) return RdmVerdict::kRange;
   }
   if (h.tag != 0 && !(h.flags & kRdmTagged)) return RdmVerdict::kTagField;
   if (h.cq_data != 0 && !(h.flags & kRdmCqData)) return RdmVerdict::kCqDataField;

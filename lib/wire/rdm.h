@@ -31,7 +31,8 @@
 // Body, 32 bytes, present for every kind but kAck:
 //
 //       32     8  offset       kEager/kRdvData: byte offset of this segment's data in the message;
-//                              0 for kRts and kCts
+//                              kRts with kRdmRef: the address of the message in the sender's
+//                              memory; 0 for other kRts and kCts
 //       40     8  length       kEager/kRdvData/kRts: the message's total length; kCts: the bytes
 //                              granted (<= the RTS length; 0 = discarded, send nothing)
 //       48     8  tag          kEager/kRts with kRdmTagged: the tag; 0 otherwise
@@ -74,6 +75,9 @@
 // the granted bytes. kAck is an unsequenced acknowledgement (the ack fields ride on every other
 // kind too); with kRdmRnr it says "seq `ack` arrived but there was no buffer for it: retry later";
 // with kRdmAckReq it asks for an ack at once (a liveness probe of a peer we wait on).
+// A kRts with kRdmRef (same-host peers only: the endpoint refuses it from a port) names where the
+// whole message lies in the sender's memory: the receiver copies it from there itself when a
+// receive matches and answers with a zero grant (kCts, length 0), which completes the send.
 //
 // Threading: the functions are reentrant; an RdmDecodeStats is written by one thread (counters.h).
 #pragma once
@@ -123,6 +127,9 @@ enum RdmFlag : uint16_t {
   kRdmRespReq = 1u << 4,  ///< kWrite (last segment): answer with kRmaResp once placed
   kRdmFetch = 1u << 5,    ///< kAtomic: a fetching atomic (the old values come back)
   kRdmCompare = 1u << 6,  ///< kAtomic: a compare atomic (data holds the compare values too)
+  /// kRts: `offset` is the message's address in the sender's memory, which the receiver reads
+  /// itself (a same-host peer, process_vm_readv); it answers with a zero grant once it has.
+  kRdmRef = 1u << 7,
 };
 
 /// Flags each kind may carry.
@@ -131,7 +138,7 @@ constexpr uint16_t rdm_allowed_flags(RdmKind k) noexcept {
     case RdmKind::kEager:
       return kRdmCqData | kRdmTagged | kRdmAckReq;
     case RdmKind::kRts:
-      return kRdmCqData | kRdmTagged;
+      return kRdmCqData | kRdmTagged | kRdmRef;
     case RdmKind::kRdvData:
       return kRdmAckReq;
     case RdmKind::kAck:

@@ -225,6 +225,12 @@ def rdm_corpus():
                                            length=1 << 20),
         "flags--ack-request-on-rts": rdm(kind=3, flags=8 | 3, length=1 << 30, data=b""),
         "ok--rts": rdm(kind=3, length=1 << 30, data=b""),
+        "ok--rts-by-reference": rdm(kind=3, flags=0x80 | 3, offset=0x7f0012345000,
+                                    length=1 << 16, data=b""),
+        "range--rts-by-reference-at-0": rdm(kind=3, flags=0x80, tag=0, cq_data=0, offset=0,
+                                            length=1 << 16, data=b""),
+        "flags--reference-on-cts": rdm(kind=4, flags=0x80, tag=0, cq_data=0, offset=0x1000,
+                                       length=1 << 16, data=b""),
         "ok--cts": rdm(kind=4, flags=0, tag=0, cq_data=0, length=1 << 20, data=b""),
         "ok--rdv-data": rdm(kind=5, flags=0, tag=0, cq_data=0, offset=4096, length=1 << 20),
         "outer-header--type-data": rdm(outer_type=1),
@@ -387,6 +393,14 @@ def rdm_core_corpus():
         "none--rnr-then-silence": core_send(0, 100)
         + core_frame(core_rdm(kind=2, flags=4, seq=0, msg_id=0, body=False, data=b""))
         + core_time(50),
+        # Peer 0 reads us and we it (rdm_core_fuzz.cc): an RTS by reference (kRdmRef, 0x80)
+        # inside its stand-in memory, one outside it, and a send of ours that goes by reference.
+        "none--rts-by-reference": core_recv(0, 8000)
+        + core_frame(core_rdm(kind=3, flags=0x80, tag=0, cq_data=0, offset=0x10000,
+                              length=5000, data=b""))
+        + core_frame(core_rdm(kind=3, flags=0x80, tag=0, cq_data=0, seq=6, msg_id=12,
+                              offset=0x5, length=6000, data=b""))
+        + core_recv(0, 3000) + core_send(0, 10000) + core_time(),
         "none--multi-recv": core_recv(16, 64) + core_frame(core_rdm(**eager, seq=0))
         + core_frame(core_rdm(**eager, seq=1, msg_id=2)) + core_time() + struct.pack("!BB", 4, 0),
     }

@@ -9,6 +9,9 @@
 //   3  time     advance(2): progress after (advance & 0x7fff) us; bit 15: the port refuses frames
 //               from now until the next time command
 //   4  cancel   which(1): fi_cancel of an earlier receive
+// Peer 0 reads our memory and we read its (set_peer_reads_us): sends to it of one buffer go as
+// RTSs by reference, and an RTS by reference from it is copied out of a 64 KiB stand-in of its
+// memory at kPeerMemory (an address outside it fails the copy, as process_vm_readv would).
 // Besides "no crash, no sanitizer report", it checks properties:
 //   - every frame the core sends passes rdm_validate (we never send what we would reject);
 //   - no operation completes twice (a multi-recv buffer completes once per message), and only
@@ -56,6 +59,16 @@ class Sink final : public CoreSink {
     return !refuse;
   }
   bool refuse = false;  // the port's TX queue is full (toggled by the script)
+  static constexpr uint64_t kPeerMemory = 0x10000, kPeerMemoryLen = 0x10000;
+  int read_peer(fi_addr_t peer, uint64_t addr, void* dst, size_t n) noexcept override {
+    check(peer <= 1);
+    if (addr < kPeerMemory || addr - kPeerMemory > kPeerMemoryLen ||
+        n > kPeerMemoryLen - (addr - kPeerMemory))
+      return FI_EIO;
+    static const std::vector<uint8_t> memory(kPeerMemoryLen, 0xa5);
+    std::memcpy(dst, memory.data() + (addr - kPeerMemory), n);
+    return 0;
+  }
   void complete(const Completion& c) noexcept override {
     if (!c.cq) return;  // counters only (inject): nothing a CQ would see
     const auto* base = ops_->data();
@@ -118,6 +131,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check(made.ok());
   RdmCore& core = *made.value();
   check(core.add_peer(0) == 0 && core.add_peer(1) == 0);
+  core.set_peer_reads_us(0);
 
   uint64_t now = 1'000'000;
   std::vector<size_t> recvs;    // ops posted as receives, for cancel

@@ -201,7 +201,21 @@ TEST(RdmHeader, KindSpecificRules) {
   EXPECT_EQ(rdm_validate(r, 1), RdmVerdict::kDataLength);
   r.offset = 1;
   EXPECT_EQ(rdm_validate(r, 0), RdmVerdict::kRange);
+  // kRts with kRdmRef: offset is the message's address in the sender's memory, never 0.
+  r.flags |= kRdmRef;
+  r.offset = 0x7f00'1234'5000;
+  EXPECT_EQ(rdm_validate(r, 0), RdmVerdict::kOk);
+  EXPECT_EQ(rdm_validate(r, 1), RdmVerdict::kDataLength);
   r.offset = 0;
+  EXPECT_EQ(rdm_validate(r, 0), RdmVerdict::kRange);
+  r.flags &= ~kRdmRef;
+  for (RdmKind k : {RdmKind::kEager, RdmKind::kCts, RdmKind::kRdvData, RdmKind::kAck}) {
+    RdmHeader o = r;
+    o.kind = k;
+    o.flags = kRdmRef;
+    o.tag = o.cq_data = 0;
+    EXPECT_EQ(rdm_validate(o, 0), RdmVerdict::kFlags) << "kRts only";
+  }
   r.kind = RdmKind::kCts;
   EXPECT_EQ(rdm_validate(r, 0), RdmVerdict::kFlags);
   r.flags = 0;
