@@ -179,21 +179,12 @@ ssize_t RdmCore::send(const SendOp& op, fi_addr_t peer, uint64_t now) noexcept {
       ++stats_.atomics;
       break;
   }
-  if (op.inject && op.complete_now) {
-    // FI_INJECT_COMPLETE: the copy is the data now. The op stays until acknowledged, silently.
-    t.op.completion = false;
-    t.counted = true;
-    if (reported(op.completion, kind_counted(op), true)) {
-      Completion c;
-      c.context = op.context;
-      c.flags = completion_flags(op);
-      c.len = op.len;
-      c.cq = op.completion;
-      sink_->complete(c);
-    }
-  } else {
-    t.counted = false;
-  }
+  // FI_INJECT_COMPLETE: the copy is the data now. The op stays until acknowledged, silently; its
+  // completion is reported once the packet was given to the peer layer (below): the frame first.
+  const bool report_now =
+      op.inject && op.complete_now && reported(op.completion, kind_counted(op), true);
+  t.counted = op.inject && op.complete_now;
+  if (t.counted) t.op.completion = false;
   // Reads and atomics always wait for the target's answer (their data, their status); a write
   // asks for one when its completion reports something (an error included).
   t.resp_wanted = op.kind == OpKind::kRead || op.kind == OpKind::kAtomic ||
@@ -207,10 +198,19 @@ ssize_t RdmCore::send(const SendOp& op, fi_addr_t peer, uint64_t now) noexcept {
                      (op.kind != OpKind::kWrite || op.len <= one) &&
                      (op.kind != OpKind::kMsg || op.len <= one) && p->sendq.empty() &&
                      p->rdvq.empty();
-  if (alone && try_send_now(*p, i, now)) return 0;
-  p->sendq.push_back(tx_, i);
-  activate(*p);
-  if (!alone) pump(*p, now);
+  if (!alone || !try_send_now(*p, i, now)) {
+    p->sendq.push_back(tx_, i);
+    activate(*p);
+    if (!alone) pump(*p, now);
+  }
+  if (report_now) {
+    Completion c;
+    c.context = op.context;
+    c.flags = completion_flags(op);
+    c.len = op.len;
+    c.cq = op.completion;
+    sink_->complete(c);
+  }
   return 0;
 }
 

@@ -229,7 +229,12 @@ ssize_t RdmEndpoint::send(const rdm::SendOp& op, fi_addr_t dest) noexcept {
   if (!op.buf && op.len && op.iov_count == 0 && !no_operands) return -FI_EINVAL;
   CoreLock lock(mu_);
   if (!core_) return -FI_EOPBADSTATE;
+  // The frames first, then the completions: an inject-complete send reports its completion in
+  // the core call, after its packet (RdmCore::send); complete() gives the port what is queued
+  // before it writes the CQ entry (a multi-producer ring enqueue the message would wait for).
+  in_send_ = true;
   const ssize_t r = send_locked(op, dest, core_time(tx_clock_.now_ns()));
+  in_send_ = false;
   finish();
   return r;
 }
@@ -510,6 +515,7 @@ void RdmEndpoint::link_lost(uint32_t node_be, uint32_t nonce_be) noexcept {
 }
 
 void RdmEndpoint::complete(const rdm::Completion& c) noexcept {
+  if (in_send_ && txq_n_ != 0) flush();  // send(): the frames leave before the CQ entry is written
   // Which side and counter the completion is for: our sends, writes, reads and atomics (the
   // transmit CQ), our receives and the remote writes with CQ data at this target (the receive
   // CQ), the remote reads (counters only).

@@ -304,6 +304,7 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   std::vector<uint32_t> lost_;
   // Under mu_: same-host peers whose rendezvous data goes by reference from now on (the sink
   // may not call back into the core: set_peer_rdv_segment in finish()).
+  bool in_send_ = false;  // in send(): complete() flushes queued frames first
   std::vector<uint32_t> large_rdv_;
   std::vector<uint32_t> lossless_;  // peers to tell the core about, as large_rdv_
   uint16_t ip_id_ = 0;

@@ -12,7 +12,9 @@
 //     receiver still has what was sent;
 //   - frames the port does not take at once are turned into copies before the call ends
 //     (tx_by_reference_copied), and arrive intact once the port takes them;
-//   - with tx_extbuf_min 0 nothing goes by reference.
+//   - with tx_extbuf_min 0 nothing goes by reference;
+//   - a send that completes at once (FI_INJECT_COMPLETE) hands its frame to the port before its
+//     CQ entry is written (RdmEndpoint::send holds the core's completions until finish()).
 #include <gtest/gtest.h>
 #include <rte_mbuf.h>
 
@@ -52,6 +54,7 @@ class CopyingLink final : public proto::Link {
       refuse_ -= r;
       take = static_cast<uint16_t>(n - r);
     }
+    if (watch) cq_at_tx.push_back(watch->count());
     for (uint16_t i = 0; i < take; ++i) {
       rte_mbuf* m = frames[i];
       by_reference_ += by_reference(m);
@@ -79,6 +82,9 @@ class CopyingLink final : public proto::Link {
   uint32_t tx_extbuf_min() const noexcept override { return ext_min_; }
 
   void refuse_next(uint32_t n) noexcept { refuse_ = n; }
+  // The entries `watch` held at each transmit (the sender's CQ).
+  const event::Cq* watch = nullptr;
+  std::vector<size_t> cq_at_tx;
   uint64_t by_reference() const noexcept { return by_reference_; }
 
  private:
@@ -191,6 +197,32 @@ TEST_F(RdmExtbuf, ThresholdZeroCopiesEverything) {
   exchange(p.a, p.b, 0, 65536);
   EXPECT_EQ(p.link.by_reference(), 0u);
   EXPECT_EQ(p.a.ep->stats().tx_by_reference.load(), 0u);
+}
+
+TEST_F(RdmExtbuf, AFrameLeavesBeforeItsSendsCompletionIsWritten) {
+  Pair p(0);
+  std::vector<uint8_t> out(64, 3), in(64);
+  proto::rdm::RecvOp r;
+  r.buf = in.data();
+  r.len = in.size();
+  r.context = &in;
+  ASSERT_EQ(p.b.ep->recv(r), 0);
+  proto::rdm::SendOp s;
+  s.buf = out.data();
+  s.len = out.size();
+  s.context = &out;
+  s.inject = s.complete_now = true;  // as fi_send of at most inject_size bytes (ep_rdm_data.h)
+  p.link.watch = p.a.cq.get();
+  ASSERT_EQ(p.a.ep->send(s, 0), 0);
+  p.link.watch = nullptr;
+  ASSERT_EQ(p.link.cq_at_tx.size(), 1u) << "one frame, in the send call";
+  EXPECT_EQ(p.link.cq_at_tx[0], 0u) << "the completion was written before the frame left";
+  EXPECT_EQ(p.a.cq->count(), 1u) << "and is there when the call returns";
+  fi_cq_data_entry e{};
+  ASSERT_NE(p.a.next(&e) & FI_SEND, 0u);
+  EXPECT_EQ(e.op_context, &out);
+  ASSERT_NE(p.b.next(&e) & FI_RECV, 0u);
+  EXPECT_EQ(in, out);
 }
 
 }  // namespace
