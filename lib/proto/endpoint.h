@@ -100,22 +100,23 @@ class Link {
   /// The link to the node `a` names when `a` is an address of this host that the same-host path
   /// reaches (or is about to: kConnecting), else null (the port carries it). Starts a link to a
   /// node not tried yet (shm::Node::request: no syscall). Any thread.
-  shm::Conn* local_route(const wire::Address& a) const noexcept {
+  /// `pending`, when given, says whether a null answer means "wait": `a` names a node of this
+  /// host whose link is not there yet (a sender waits for it rather than use the port, which the
+  /// peer may not have). One look at the node's table answers both: two looks (a route, then
+  /// "pending?") let a link that came up in between send a frame through the port, and a peer
+  /// that learnt our address from it did not know us as same-host (an MSG connection whose
+  /// peer's death then went unnoticed until the keepalive timeout).
+  shm::Conn* local_route(const wire::Address& a, bool* pending = nullptr) const noexcept {
+    if (pending) *pending = false;
     if (!local_ || !a.has_node() || a.host_be != local_host_be_) return nullptr;
     const uint32_t node = ntohl_(a.node_be), nonce = ntohl_(a.nonce_be);
     shm::Conn* c = local_->find(node);
     if (!c || c->nonce() != nonce) {
       local_->request(node, nonce);
+      if (pending) *pending = true;
       return nullptr;
     }
     return c->state() == shm::LinkState::kRefused ? nullptr : c;
-  }
-  /// Whether `a` names a node of this host whose link is not there yet or is being made: a
-  /// sender waits for it rather than use the port (the peer may have none).
-  bool local_pending(const wire::Address& a) const noexcept {
-    if (!local_ || !a.has_node() || a.host_be != local_host_be_) return false;
-    shm::Conn* c = local_->find(ntohl_(a.node_be));
-    return !c || c->nonce() != ntohl_(a.nonce_be) || c->state() == shm::LinkState::kConnecting;
   }
   /// Fills the host part of one of our own addresses (nothing when the path is off).
   void set_host_part(wire::Address& a) const noexcept {

@@ -12,7 +12,8 @@ namespace dpfab::proto {
 
 int transmit_frame(Link* link, const wire::Address& to, rte_mbuf* m) noexcept {
   if (to.has_node() && link->local()) {
-    if (shm::Conn* c = link->local_route(to)) {
+    bool pending;
+    if (shm::Conn* c = link->local_route(to, &pending)) {
       const shm::RecordHeader h{0, shm::RecordKind::kFrame, 0, 0, 0, 0, 0, 0};
       switch (c->send(h, {rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m)})) {
         case 0:
@@ -25,7 +26,7 @@ int transmit_frame(Link* link, const wire::Address& to, rte_mbuf* m) noexcept {
           return 0;
       }
     }
-    if (link->local_pending(to)) return 0;
+    if (pending) return 0;  // its link is being made: the caller tries again
   }
   return link->transmit(&m, 1) == 1 ? 1 : 0;
 }

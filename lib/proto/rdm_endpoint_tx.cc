@@ -164,9 +164,10 @@ inline bool RdmEndpoint::transmit_port(Peer& p, const wire::RdmHeader& h,
 bool RdmEndpoint::transmit(fi_addr_t peer, const wire::RdmHeader& h,
                            std::span<const uint8_t> data) noexcept {
   if (Peer& p = peers_[peer]; p.addr.has_node() && link_->local()) {
-    if (shm::Conn* c = link_->local_route(p.addr))
+    bool pending;
+    if (shm::Conn* c = link_->local_route(p.addr, &pending))
       return transmit_local(p, static_cast<uint32_t>(peer), c, h, data);
-    if (link_->local_pending(p.addr)) return false;  // its link is being made: the core retries
+    if (pending) return false;  // its link is being made: the core retries
   }
   if (h.flags & wire::kRdmRef) [[unlikely]] {
     // An RTS by reference to a peer whose same-host link is gone: a plain one (the receiver
