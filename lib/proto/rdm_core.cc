@@ -181,9 +181,8 @@ ssize_t RdmCore::send(const SendOp& op, fi_addr_t peer, uint64_t now) noexcept {
   }
   // FI_INJECT_COMPLETE: the copy is the data now. The op stays until acknowledged, silently; its
   // completion is reported once the packet was given to the peer layer (below): the frame first.
-  const bool report_now =
-      op.inject && op.complete_now && reported(op.completion, kind_counted(op), true);
   t.counted = op.inject && op.complete_now;
+  const bool report_now = t.counted && reported(op.completion, kind_counted(op), true);
   if (t.counted) t.op.completion = false;
   // Reads and atomics always wait for the target's answer (their data, their status); a write
   // asks for one when its completion reports something (an error included).
@@ -283,18 +282,16 @@ bool RdmCore::send_eager_segment(PeerState& p, uint32_t i, uint64_t now) noexcep
     h.tag = t.op.tagged ? t.op.tag : 0;
     h.cq_data = t.op.has_data ? t.op.data : 0;
     h.length = t.op.len;
-    bool by_ref = false;
     if (p.reads_us && t.op.len <= kRefMax) {
       // The peer reads the message where it lies (one buffer) and answers with a zero grant.
       const std::span<const uint8_t> d = data_at(t, 0, t.op.len);
       if (d.size() == t.op.len && d.data() != nullptr) {
         h.flags |= wire::kRdmRef;
         h.offset = reinterpret_cast<uintptr_t>(d.data());
-        by_ref = true;
       }
     }
     if (p.rel.send(h, {}, i, now) != 0) return false;
-    if (by_ref) ++stats_.ref_sent;
+    if (h.flags & wire::kRdmRef) ++stats_.ref_sent;
     ++t.unacked;
     ++p.awaiting_cts;
     t.rts_sent = t.issued = true;

@@ -436,9 +436,7 @@ bool RdmEndpoint::deliver_indirect(const wire::Frame& f) noexcept {
 
 int RdmEndpoint::read_peer(fi_addr_t peer, uint64_t addr, void* dst, size_t n) noexcept {
   // Under mu_, in the core call that matched the message (as deliver_indirect's copy).
-  shm::Conn* c = nullptr;
-  if (peer < peers_.size() && peers_[peer].addr.has_node() && link_->local())
-    c = link_->local_route(peers_[peer].addr);
+  shm::Conn* c = peer < peers_.size() ? link_->local_route(peers_[peer].addr) : nullptr;
   if (c == nullptr || !c->cma()) {
     bump(stats_.local_indirect_failed);
     return FI_EHOSTUNREACH;  // its link is gone (or never let us read): so is the message
