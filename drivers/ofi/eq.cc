@@ -133,6 +133,10 @@ int eq_control(fid* f, int command, void* arg) noexcept {
 ssize_t eq_read(fid_eq* f, uint32_t* event, void* buf, size_t len, uint64_t flags) noexcept {
   EqFid* e = as_eq(f);
   if (!e) return -FI_EINVAL;
+  // Control progress is FI_PROGRESS_MANUAL: an application that only reads its EQ (no sread, no
+  // CQ or counter of the port) makes connections through these reads (fi_domain(3)). A poll step
+  // of the port the EQ follows; it returns at once while another thread runs one.
+  e->eq->progress_once();
   return e->eq->read(event, buf, len, flags);
 }
 
