@@ -338,13 +338,9 @@ size_t PortEngine::drain_backlogs() noexcept {
   size_t done = 0;
   uint64_t due = UINT64_MAX;
   const size_t used = receivers_used_.load(std::memory_order_acquire);
-  for (size_t i = 0; i < used; ++i) {
-    proto::Receiver* r = receivers_[i].load(std::memory_order_acquire);
-    if (r && r->has_backlog()) {
-      done += r->drain_backlog();
-      due = std::min(due, r->timer_due_ns());
-    }
-  }
+  for (size_t i = 0; i < used; ++i)
+    if (proto::Receiver* r = receivers_[i].load(std::memory_order_acquire))
+      due = std::min(due, r->backlog_pass(&done));
   rx_timer_due_ns_.store(due, std::memory_order_relaxed);
   return done;
 }

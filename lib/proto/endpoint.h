@@ -177,6 +177,15 @@ class Receiver {
   /// (UINT64_MAX: none). Read by the RX owner after each backlog pass, which gives the minimum to
   /// sleepers' timer fd (PortEngine::timer_due_ns). Any thread.
   virtual uint64_t timer_due_ns() const noexcept { return UINT64_MAX; }
+  /// A poll step's backlog pass over this receiver: drain_backlog() when has_backlog(), then
+  /// timer_due_ns(), which it returns (UINT64_MAX: none); the frames completed are added to
+  /// `*done`. What PortEngine calls: receivers that hold others (PortShare) or can read their
+  /// state once (MsgEndpoint, RdmEndpoint) answer in one call instead of three. RX owner only.
+  virtual uint64_t backlog_pass(size_t* done) noexcept {
+    if (!has_backlog()) return UINT64_MAX;
+    *done += drain_backlog();
+    return timer_due_ns();
+  }
   /// The same-host link to node (`node_be`, `nonce_be`) ended: that peer process is gone, and
   /// everything it sent before has been delivered. Operations involving its endpoints fail now.
   /// RX owner only.

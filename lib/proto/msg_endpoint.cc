@@ -431,9 +431,20 @@ void MsgEndpoint::link_lost(uint32_t node_be, uint32_t nonce_be) noexcept {
 }
 
 size_t MsgEndpoint::drain_backlog() noexcept {
+  const size_t n = rdm_->has_backlog() ? rdm_->drain_backlog() : 0;
+  run_cm_timers();
+  return n;
+}
+
+void MsgEndpoint::run_cm_timers() noexcept {
   const uint64_t due = cm_due_.load(std::memory_order_relaxed);
-  // Usually far off (the next keepalive): the coarse clock says so for less than the precise one.
-  if (due != UINT64_MAX && !clock::clearly_before(due)) {
+  if (due == UINT64_MAX) return;
+  // Usually far off (the next keepalive). The RDM side's pass of this step read the time if it
+  // has a deadline (anything in flight); if not, the coarse clock says "far off" for less than
+  // the precise one.
+  uint64_t t;
+  if (rdm_->time_of_step(&t) ? t < due : clock::clearly_before(due)) return;
+  {
     const uint64_t now = now_ns();
     // An application thread in a CM call does the work soon enough; do not wait for it.
     std::unique_lock lock(cm_mu_, std::try_to_lock);
@@ -446,7 +457,6 @@ size_t MsgEndpoint::drain_backlog() noexcept {
       sync();
     }
   }
-  return rdm_->has_backlog() ? rdm_->drain_backlog() : 0;
 }
 
 // ---- msg::CmSink

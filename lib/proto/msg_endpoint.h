@@ -157,8 +157,15 @@ class MsgEndpoint final : public Receiver, private msg::CmSink {
   /// it (keepalives keep a deadline set): the CM deadline, usually far off, is checked against
   /// the coarse clock first (clock::clearly_before), so that most calls read no precise clock.
   size_t drain_backlog() noexcept override;
+  /// drain_backlog's CM half, after the RDM half: the CM timers' work when due (cm_mu_ if free).
+  void run_cm_timers() noexcept;
   uint64_t timer_due_ns() const noexcept override {
     return std::min(cm_due_.load(std::memory_order_relaxed), rdm_->timer_due_ns());
+  }
+  uint64_t backlog_pass(size_t* done) noexcept override {
+    (void)rdm_->backlog_pass(done);
+    run_cm_timers();  // after RDM's pass, whose time it uses
+    return timer_due_ns();
   }
 
  private:

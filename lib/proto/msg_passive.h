@@ -52,6 +52,7 @@ class PortShare final : public Receiver {
   bool has_backlog() const noexcept override;
   size_t drain_backlog() noexcept override;
   uint64_t timer_due_ns() const noexcept override;
+  uint64_t backlog_pass(size_t* done) noexcept override;  // one scan of the slots
   void link_lost(uint32_t node_be, uint32_t nonce_be) noexcept override;
 
  private:

@@ -157,6 +157,19 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   uint64_t timer_due_ns() const noexcept override {
     return due_ns_.load(std::memory_order_relaxed);
   }
+  /// The time this poll step's backlog pass read (drain_backlog, with a deadline set), into
+  /// `*ns`; false when it read none. CLOCK_MONOTONIC through the TSC (clock::TscClock: may be
+  /// up to 50 ns early). RX owner only.
+  bool time_of_step(uint64_t* ns) const noexcept {
+    if (rx_now_step_ != link_->poll_step_count()) return false;
+    *ns = rx_now_;
+    return true;
+  }
+  uint64_t backlog_pass(size_t* done) noexcept override {
+    if (due_ns_.load(std::memory_order_relaxed) == UINT64_MAX) return UINT64_MAX;
+    *done += drain_backlog();
+    return due_ns_.load(std::memory_order_relaxed);
+  }
   void link_lost(uint32_t node_be, uint32_t nonce_be) noexcept override;
 
   const RdmEndpointStats& stats() const noexcept { return stats_; }
