@@ -22,6 +22,7 @@
 #include "common/counter.h"
 #include "common/lockcheck.h"
 #include "common/log.h"
+#include "port/burst_guard.h"
 #include "wait/wake_batch.h"
 #include "wire/multicast.h"
 #include "wire/rdm.h"
@@ -58,6 +59,13 @@ PortEngine::PortEngine(port::Port* p)
   // receive ring and to transmit (fi_dpdk(7), FI_DPDK_MBUFS).
   set_held_limit(p->mempool()->size / 2);
   memif_ = p->info().driver == "net_memif";
+  // A memif peer's exit unmaps the rings under a burst (port/burst_guard.h): memif's bursts run
+  // guarded. Without the handler (sigaction failed) they run as before.
+  if (memif_ && !port::install_burst_guard())
+    DPFAB_WARN(FI_LOG_CORE,
+               "port %s: no SIGSEGV handler for memif's bursts: a peer that exits "
+               "while this process polls may crash it",
+               p->info().name.c_str());
   stopped_ = p->info().created && !p->device_started();  // no bursts until a restart succeeds
   // udp_checksum = auto (set_udp_checksum): none on links that stay in this host's memory.
   tx_caps_.udp_none = memif_ || p->info().driver == "net_ring" || p->info().placeholder;
@@ -214,6 +222,22 @@ void PortEngine::kick_deferred(void* engine, uint64_t fd) noexcept {
   static_cast<PortEngine*>(engine)->kicks_in_flight_.fetch_sub(1, std::memory_order_release);
 }
 
+void PortEngine::burst_fault() noexcept {
+  stats_.burst_faults.fetch_add(1, std::memory_order_relaxed);
+  static std::atomic<bool> warned{false};
+  if (!warned.load(std::memory_order_relaxed) && !warned.exchange(true, std::memory_order_relaxed))
+    wait::WakeBatch::defer(&PortEngine::warn_burst_fault, this);
+}
+
+void PortEngine::warn_burst_fault(void* engine, uint64_t) noexcept {
+  const auto* e = static_cast<const PortEngine*>(engine);
+  DPFAB_INFO(FI_LOG_CORE,
+             "port %s: the memif peer disconnected during a burst (its shared memory went away "
+             "under it; port/burst_guard.h): the burst ended empty. Counted in telemetry "
+             "port%u_burst_faults; said once per process.",
+             e->port_->info().name.c_str(), e->port_->info().port_id);
+}
+
 void PortEngine::warn_link_down(void* engine, uint64_t) noexcept {
   DPFAB_WARN(FI_LOG_EP_DATA, "port %s: link down, datagrams are dropped",
              static_cast<PortEngine*>(engine)->port_->info().name.c_str());
@@ -231,7 +255,18 @@ uint16_t PortEngine::transmit(rte_mbuf** frames, uint16_t n) noexcept {
   if (likely(!stopped_)) {
     // af_packet and af_xdp kick the kernel (sendto), tap writes its fd: the port's own syscalls.
     lockcheck::Exempt pmd("PMD tx burst");
-    sent = rte_eth_tx_burst(port_id_, 0, frames, n);
+    if (memif_) {
+      bool faulted = false;
+      sent = port::guarded_tx_burst(port_id_, frames, n, &faulted);
+      // Cut short by the peer's disconnect: memif may have freed some of the frames already,
+      // so none is freed here (a burst's worth at most, counted); they are lost with the link.
+      if (unlikely(faulted)) {
+        burst_fault();
+        sent = n;
+      }
+    } else {
+      sent = rte_eth_tx_burst(port_id_, 0, frames, n);
+    }
   }
   // S1-S2 (memif_kick.h) under the lock, which keeps the peer's half valid; the write after it.
   int kick_fd = -1;
@@ -371,7 +406,13 @@ long PortEngine::poll_step(uint16_t* received, uint16_t* local_received) noexcep
   uint16_t n = 0;
   if (likely(!stopped_)) {
     lockcheck::Exempt pmd("PMD rx burst");  // af_xdp may wake the kernel's fill queue
-    n = rte_eth_rx_burst(port_id_, 0, pkts, kBurst);
+    if (memif_) {
+      bool faulted = false;
+      n = port::guarded_rx_burst(port_id_, pkts, kBurst, &faulted);
+      if (unlikely(faulted)) burst_fault();
+    } else {
+      n = rte_eth_rx_burst(port_id_, 0, pkts, kBurst);
+    }
   }
   *received = n;
   if (unlikely(faults_ != nullptr)) n = faults_->apply_burst_st(pkts, n, kBurst, received);

@@ -51,6 +51,8 @@ struct EngineStats {
   /// listens to. Before that second the sender gets -FI_EAGAIN (a link coming up).
   std::atomic<uint64_t> tx_link_down{0};
   std::atomic<uint64_t> restarts{0};  ///< port restarts to reconnect (memif clients)
+  /// memif bursts cut short by the peer's disconnect (port/burst_guard.h).
+  std::atomic<uint64_t> burst_faults{0};
   std::atomic<uint64_t> arp{0};       ///< ARP frames handled
   std::atomic<uint64_t> arp_sent{0};  ///< requests, replies and announcements sent
   /// The same-host path: records received (kFrame, kRdm), frames that found no mbuf (dropped),
@@ -236,6 +238,8 @@ class PortEngine final : public proto::Link {
   }
   static void kick_deferred(void* engine, uint64_t fd) noexcept;  // wait::WakeBatch::Fn
   static void warn_link_down(void* engine, uint64_t) noexcept;    // wait::WakeBatch::Fn
+  static void warn_burst_fault(void* engine, uint64_t) noexcept;  // wait::WakeBatch::Fn
+  void burst_fault() noexcept;  // a guarded memif burst faulted (port/burst_guard.h)
   int bind_demux(uint16_t udp_port_be, proto::Receiver* r) noexcept;
   int bind_claimed(uint16_t udp_port_be, proto::Receiver* r, UniqueFd claim) noexcept;
 

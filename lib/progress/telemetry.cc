@@ -56,6 +56,7 @@ int tel_stats(const char*, const char*, rte_tel_data* d) {
         add_u64(d, k + "tx_full", st.tx_full.load(std::memory_order_relaxed));
         add_u64(d, k + "tx_link_down", st.tx_link_down.load(std::memory_order_relaxed));
         add_u64(d, k + "restarts", st.restarts.load(std::memory_order_relaxed));
+        add_u64(d, k + "burst_faults", st.burst_faults.load(std::memory_order_relaxed));
         add_u64(d, k + "no_listener", st.no_listener.load(std::memory_order_relaxed));
         add_u64(d, k + "not_ours", st.not_ours.load(std::memory_order_relaxed));
         add_u64(d, k + "arp", st.arp.load(std::memory_order_relaxed));
