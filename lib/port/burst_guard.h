@@ -28,8 +28,8 @@ struct rte_mbuf;
 
 namespace dpfab::port {
 
-/// Installs the handler (once per process; thread-safe). false when sigaction failed: bursts then
-/// run unguarded.
+/// Installs the handler (once per process; thread-safe). false when sigaction failed, and always
+/// in ThreadSanitizer builds (its signal handling cannot jump out): bursts then run unguarded.
 bool install_burst_guard() noexcept;
 
 /// rte_eth_rx_burst / rte_eth_tx_burst on queue 0 of `port_id` under the guard. `*faulted` is set

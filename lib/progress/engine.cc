@@ -62,7 +62,7 @@ PortEngine::PortEngine(port::Port* p)
   // A memif peer's exit unmaps the rings under a burst (port/burst_guard.h): memif's bursts run
   // guarded. Without the handler (sigaction failed) they run as before.
   if (memif_ && !port::install_burst_guard())
-    DPFAB_WARN(FI_LOG_CORE,
+    DPFAB_INFO(FI_LOG_CORE,
                "port %s: no SIGSEGV handler for memif's bursts: a peer that exits "
                "while this process polls may crash it",
                p->info().name.c_str());

@@ -15,7 +15,9 @@
 //     of progress_and_read (a completion made by the reader's own poll step);
 //   - the synchronisation on the path: a SpinLock lock/unlock (endpoint core, port TX, CQ
 //     consumer: one xchg each), a locked add (fetch_add on a statistics counter) against
-//     common/counter.h's bump (load and store), the producer's fence of Waitable::notify.
+//     common/counter.h's bump (load and store), the producer's fence of Waitable::notify;
+//   - the memif burst guard (port/burst_guard.h): a call run as a guarded burst against the
+//     plain call, what every poll step and transmit on a memif port adds.
 // Instruction counts of the same loops: `valgrind --tool=callgrind build/test/perf/hot-parts
 // --benchmark_filter=... --benchmark_min_time=0.01`.
 #include <benchmark/benchmark.h>
@@ -30,6 +32,7 @@
 #include "common/fence.h"
 #include "common/spinlock.h"
 #include "event/cq.h"
+#include "port/burst_guard.h"
 #include "wait/waitable.h"
 #include "wire/decoder.h"
 #include "wire/encoder.h"
@@ -238,6 +241,20 @@ void BM_FullFence(benchmark::State& st) {
   for (auto _ : st) full_fence();
 }
 
+// ---- the memif burst guard
+// ----------------------------------------------------------------------------------------------
+
+[[gnu::noinline]] void burst_stand_in(void* p) { benchmark::DoNotOptimize(p); }
+
+void BM_Burst_Plain(benchmark::State& st) {
+  for (auto _ : st) burst_stand_in(&st);
+}
+void BM_Burst_Guarded(benchmark::State& st) {
+  if (!dpfab::port::install_burst_guard()) st.SkipWithError("no guard in this build");
+  for (auto _ : st)
+    benchmark::DoNotOptimize(dpfab::port::detail::run_guarded(0, burst_stand_in, &st));
+}
+
 BENCHMARK(BM_Encode_Dgram_Full);
 BENCHMARK(BM_Encode_Dgram_Mbuf);
 BENCHMARK(BM_Encode_Dgram_Template);
@@ -250,6 +267,8 @@ BENCHMARK(BM_SpinLock);
 BENCHMARK(BM_Counter_LockedAdd);
 BENCHMARK(BM_Counter_Bump);
 BENCHMARK(BM_FullFence);
+BENCHMARK(BM_Burst_Plain);
+BENCHMARK(BM_Burst_Guarded);
 
 }  // namespace
 
