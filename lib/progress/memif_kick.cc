@@ -228,10 +228,9 @@ void KickChannel::drop_peer() noexcept {
   peer_page_ = nullptr;
 }
 
-void KickChannel::drain() noexcept {
-  eventfd_t v;
-  while (eventfd_read(wake_.get(), &v) == 0) {
-  }
+bool KickChannel::drain() noexcept {
+  eventfd_t v;  // not a semaphore eventfd: one read takes the whole count
+  return eventfd_read(wake_.get(), &v) == 0;
 }
 
 bool KickChannel::take_kick(const Peer& p) noexcept {

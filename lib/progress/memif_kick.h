@@ -105,8 +105,8 @@ class KickChannel {
   bool flag_set() const noexcept { return my_flag_->load(std::memory_order_relaxed) != 0; }
   /// Asks the peer not to kick us (sends stay free of syscalls while we are awake).
   void disarm() noexcept { my_flag_->store(0, std::memory_order_relaxed); }
-  /// Reads our eventfd empty.
-  void drain() noexcept;
+  /// Reads our eventfd empty (one read). Returns whether it was readable.
+  bool drain() noexcept;
   /// The CLOCK_MONOTONIC time (ns) at which the peer last kicked us, once (0 after, and when it
   /// has not kicked since: a peer without kick times leaves it 0). What a woken sleeper takes to
   /// learn what its wake cost (spin.h).

@@ -69,12 +69,14 @@ void PortWake::arm() noexcept {
   stats_.arms.fetch_add(1, std::memory_order_relaxed);
   if (local_) local_->arm();  // A1-A2 of the same-host path (shm/node.h)
   if (kick_ && kick_in_use()) {
-    // A1 before A2: the peer clears our flag when it kicks, so a clear flag means its eventfd
-    // may be readable. Drain it first, then set the flag: a kick after the drain stays readable.
-    if (!kick_->flag_set()) {
-      kick_->drain();
-      stats_.kick_wakes.fetch_add(1, std::memory_order_relaxed);
-    }
+    // A1 before A2: the eventfd is read empty, then the flag set; a kick after the read stays
+    // readable. Read at every arm, not only when the flag was found clear: the peer writes
+    // after it cleared the flag (at the end of its call, PortEngine::kick_deferred), so the
+    // write of a kick can land after an arm that found the flag clear and set it again, and
+    // rekick() writes the fd while the flag is set. Readable with the flag set, the fd would
+    // end every sleep at once until the next kick (seen: an idle lcore parking and waking 4
+    // million times in 10 s). One read, where draining a kick took two before.
+    if (kick_->drain()) stats_.kick_wakes.fetch_add(1, std::memory_order_relaxed);
     kick_->arm();  // seq_cst RMW: ordered before the poll that follows (memif_kick.h K1/K2)
   }
   if (intr_ == port::RxInterrupt::kEnable && intr_ep_.valid()) {

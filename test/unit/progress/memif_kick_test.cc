@@ -20,6 +20,7 @@
 #include <string>
 
 #include "common/clock.h"
+#include "progress/port_wake.h"
 #include "test_util.h"
 
 using dpfab::progress::KickChannel;
@@ -308,6 +309,46 @@ TEST(MemifKick, APeerTheSenderDoesNotTakeIsNotKept) {
   EXPECT_EQ(client.publishes, 0);
   EXPECT_NE(server.published.flag, nullptr);
   EXPECT_FALSE(server.ch->peer_kicks_us()) << "acknowledged a hello that was not taken";
+}
+
+// A sleeper's arm (PortWake::arm, A1-A2) leaves the kick eventfd empty whatever came before it:
+// the write of a kick that lands after an arm which found the flag clear (the sender clears the
+// flag under its TX lock and writes at the end of its call), and the port's own rekick, which
+// writes the fd while the flag is set. Either left readable with the flag set would end every
+// later sleep at once, until the next kick.
+TEST(MemifKick, AnArmLeavesTheEventfdEmptyAfterALateWriteOrARekick) {
+  const std::string link = unique_link("late");
+  End server(link, true), client(link, false);
+  ASSERT_TRUE(server.ch->open());
+  ASSERT_TRUE(client.ch->open());
+  ASSERT_TRUE(handshake(server, client));
+  dpfab::progress::PortWake wake;
+  wake.attach_kick(server.ch.get());
+  wake.set_kick_in_use(true);
+
+  wake.arm();
+  ASSERT_TRUE(server.ch->flag_set());
+  ASSERT_TRUE(KickChannel::take_kick(client.published));  // the sender clears the flag...
+  wake.arm();  // ...a sleeper arms before its write: nothing to read, the flag set again
+  ASSERT_TRUE(server.ch->flag_set());
+  KickChannel::kick_fd(client.published.wake_fd);        // ...and the write lands now
+  ASSERT_TRUE(fd_readable(server.ch->wake_fd(), 1000));  // one wake-up, spurious
+  wake.arm();
+  EXPECT_FALSE(fd_readable(server.ch->wake_fd(), 0)) << "readable with the flag set";
+  EXPECT_TRUE(server.ch->flag_set());
+
+  wake.rekick();  // sleepers must look again
+  ASSERT_TRUE(fd_readable(server.ch->wake_fd(), 1000));
+  wake.arm();
+  EXPECT_FALSE(fd_readable(server.ch->wake_fd(), 0)) << "the rekick stayed readable";
+
+  // A kick taken and written before the arm: read, counted once.
+  const uint64_t before = wake.stats().kick_wakes.load();
+  KickChannel::kick(client.published);
+  ASSERT_TRUE(fd_readable(server.ch->wake_fd(), 1000));
+  wake.arm();
+  EXPECT_FALSE(fd_readable(server.ch->wake_fd(), 0));
+  EXPECT_EQ(wake.stats().kick_wakes.load(), before + 1);
 }
 
 }  // namespace
