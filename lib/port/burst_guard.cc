@@ -81,6 +81,9 @@ bool install_burst_guard() noexcept {
 }
 
 // sigsetjmp returns twice: each burst in a function of its own, whose frame the jump returns to.
+// Written out three times on purpose: a template or helper holding the sigsetjmp cannot be
+// inlined (GCC never inlines a function that calls setjmp), and the call level it adds cost 2 ns
+// more per guarded burst in hot-parts (8.1 against 6.0 ns).
 [[gnu::noinline]] uint16_t guarded_rx_burst(uint16_t port_id, rte_mbuf** pkts, uint16_t n,
                                             bool* faulted) noexcept {
   if (!g_installed.load(std::memory_order_relaxed)) return rte_eth_rx_burst(port_id, 0, pkts, n);

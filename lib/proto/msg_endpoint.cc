@@ -424,16 +424,10 @@ void MsgEndpoint::link_lost(uint32_t node_be, uint32_t nonce_be) noexcept {
   if ((st != CmState::kAccepting && st != CmState::kConnected) || peer_.host_be == 0 ||
       peer_.node_be != node_be || peer_.nonce_be != nonce_be)
     return;
-  // The CM timers are due now (drain_backlog). seq_cst: pairs with sync()'s deadline store and
+  // The CM timers are due now (run_cm_timers). seq_cst: pairs with sync()'s deadline store and
   // flag load, so that a concurrent sync() cannot put a later deadline back over this one.
   peer_lost_.store(true, std::memory_order_seq_cst);
   cm_due_.store(0, std::memory_order_seq_cst);
-}
-
-size_t MsgEndpoint::drain_backlog() noexcept {
-  const size_t n = rdm_->has_backlog() ? rdm_->drain_backlog() : 0;
-  run_cm_timers();
-  return n;
 }
 
 void MsgEndpoint::run_cm_timers() noexcept {

@@ -19,7 +19,7 @@
 // state machine's, published after the peer is bound.
 //
 // Threads. The CM state has one owner at a time: every call into it (application threads:
-// connect, accept, shutdown, close; the port's RX owner: deliver, drain_backlog) holds cm_mu_.
+// connect, accept, shutdown, close; the port's RX owner: deliver, backlog_pass) holds cm_mu_.
 // cm_mu_ may be held while calling into the RDM endpoint (its own lock), the EQ (its own lock)
 // and the port's TX path, never while polling the port (RdmEndpoint's rule): the RX owner takes
 // cm_mu_ from deliver.
@@ -150,18 +150,11 @@ class MsgEndpoint final : public Receiver, private msg::CmSink {
   /// was our peer the connection ends too (CmConnection::lost, by the CM timers' next run: the
   /// RX owner never waits for cm_mu_).
   void link_lost(uint32_t node_be, uint32_t nonce_be) noexcept override;
-  bool has_backlog() const noexcept override {
-    return cm_due_.load(std::memory_order_relaxed) != UINT64_MAX || rdm_->has_backlog();
-  }
-  /// Runs the CM timers when due, and RDM's. Every poll step of a connected endpoint's port calls
-  /// it (keepalives keep a deadline set): the CM deadline, usually far off, is checked against
-  /// the coarse clock first (clock::clearly_before), so that most calls read no precise clock.
-  size_t drain_backlog() noexcept override;
-  /// drain_backlog's CM half, after the RDM half: the CM timers' work when due (cm_mu_ if free).
-  void run_cm_timers() noexcept;
   uint64_t timer_due_ns() const noexcept override {
     return std::min(cm_due_.load(std::memory_order_relaxed), rdm_->timer_due_ns());
   }
+  /// RDM's pass, then the CM timers when due. Every poll step of a connected endpoint's port runs
+  /// it (keepalives keep a CM deadline set).
   uint64_t backlog_pass(size_t* done) noexcept override {
     (void)rdm_->backlog_pass(done);
     run_cm_timers();  // after RDM's pass, whose time it uses
@@ -171,6 +164,9 @@ class MsgEndpoint final : public Receiver, private msg::CmSink {
  private:
   MsgEndpoint(Link* link, Resolver* resolver, MsgPortStats* stats, const Config& cfg) noexcept;
   static uint64_t now_ns() noexcept;
+  /// The CM timers' work when due (cm_mu_ if free). The deadline, usually far off, is judged by
+  /// the time RDM's pass of this step read, or else the coarse clock, before any precise one.
+  void run_cm_timers() noexcept;
   // Under cm_mu_: the state mirror and the CM deadline, after every state machine call.
   void sync() noexcept;
   // An application call's CM frame (connect's kConnReq, accept's kAccept), held while cm_mu_ is
@@ -190,7 +186,7 @@ class MsgEndpoint final : public Receiver, private msg::CmSink {
   void send_held(const HeldCm& f) noexcept;
   int accept_locked(const Request& req, std::span<const uint8_t> data, HeldCm* f) noexcept;
   // RX owner, cm_mu_ held by an application thread: the connector's data or kEstablished came
-  // while accepting; the CM timers (drain_backlog, due now) make the connection established.
+  // while accepting; the CM timers (run_cm_timers, due now) make the connection established.
   void establish_later() noexcept;
   // Under cm_mu_: the connect waiting for the MAC of its address (resolving_): starts it once
   // resolved, fails it once resolution failed.
@@ -239,7 +235,7 @@ class MsgEndpoint final : public Receiver, private msg::CmSink {
   std::atomic<bool> heard_{false};
   // The connector's first data frame, or its kEstablished, came while accepting and an
   // application thread held cm_mu_ (a poll step never waits for it): the CM timers
-  // (drain_backlog) make the connection established at once (CmConnection::on_data).
+  // (run_cm_timers) make the connection established at once (CmConnection::on_data).
   std::atomic<bool> data_while_accepting_{false};
   // The peer's same-host node is gone (link_lost): the CM timers end the connection at once.
   std::atomic<bool> peer_lost_{false};

@@ -60,31 +60,6 @@ bool PortShare::accepted(const msg::ListenTable::Key& req) const noexcept {
   return false;
 }
 
-bool PortShare::has_backlog() const noexcept {
-  const uint16_t used = used_.load(std::memory_order_acquire);
-  for (uint16_t i = 0; i < used; ++i)
-    if (Receiver* r = slots_[i].load(std::memory_order_acquire); r && r->has_backlog()) return true;
-  return false;
-}
-
-size_t PortShare::drain_backlog() noexcept {
-  size_t n = 0;
-  const uint16_t used = used_.load(std::memory_order_acquire);
-  for (uint16_t i = 0; i < used; ++i)
-    if (Receiver* r = slots_[i].load(std::memory_order_acquire); r && r->has_backlog())
-      n += r->drain_backlog();
-  return n;
-}
-
-uint64_t PortShare::timer_due_ns() const noexcept {
-  uint64_t due = UINT64_MAX;
-  const uint16_t used = used_.load(std::memory_order_acquire);
-  for (uint16_t i = 0; i < used; ++i)
-    if (Receiver* r = slots_[i].load(std::memory_order_acquire); r && r->has_backlog())
-      due = std::min(due, r->timer_due_ns());
-  return due;
-}
-
 uint64_t PortShare::backlog_pass(size_t* done) noexcept {
   uint64_t due = UINT64_MAX;
   const uint16_t used = used_.load(std::memory_order_acquire);

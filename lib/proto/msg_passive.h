@@ -49,10 +49,8 @@ class PortShare final : public Receiver {
   void remove(uint16_t ep_be) noexcept;
 
   bool deliver(const wire::Frame& f, rte_mbuf* m) noexcept override;
-  bool has_backlog() const noexcept override;
-  size_t drain_backlog() noexcept override;
-  uint64_t timer_due_ns() const noexcept override;
-  uint64_t backlog_pass(size_t* done) noexcept override;  // one scan of the slots
+  /// Each slot's pass, in one scan; the earliest of their deadlines.
+  uint64_t backlog_pass(size_t* done) noexcept override;
   void link_lost(uint32_t node_be, uint32_t nonce_be) noexcept override;
 
  private:

@@ -25,9 +25,9 @@
 // raises) are made once the lock is released (CoreLock, wait/wake_batch.h).
 //
 // Timers (retransmission, delayed acks, RNR back-off, keepalive probes) run from the port's poll
-// step: has_backlog() says a deadline is set, drain_backlog() runs the core when it is due, and
-// timer_due_ns() gives it to the port engine, which arms its timer fd with it before a consumer
-// sleeps (lib/progress/port_wake.h): a sleeping application still retransmits.
+// step (backlog_pass): has_backlog() says a deadline is set, drain_backlog() runs the core when it
+// is due, and timer_due_ns() gives it to the port engine, which arms its timer fd with it before a
+// consumer sleeps (lib/progress/port_wake.h): a sleeping application still retransmits.
 #pragma once
 
 #include <rdma/fi_endpoint.h>

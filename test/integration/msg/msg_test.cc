@@ -275,29 +275,15 @@ TEST_F(Msg, CallsOutOfStateAreRefused) {
 // Control progress is manual: EQs without a wait object, read with fi_eq_read alone (no sread, no
 // CQ read), make the connection. The reads are the only progress (the wakeup thread polls the
 // port for sleepers only, and nobody sleeps).
-TEST_F(Msg, EqReadsAloneMakeTheConnection) {
-  fid_eq* seq = nullptr;
-  fid_eq* ceq = nullptr;
-  ASSERT_EQ(server.open_eq(&seq, FI_WAIT_NONE), 0);
-  ASSERT_EQ(client.open_eq(&ceq, FI_WAIT_NONE), 0);
-  fid_pep* pep = nullptr;
-  ASSERT_EQ(fi_passive_ep(server.fabric, server.info, &pep, nullptr), 0);
-  ASSERT_EQ(fi_pep_bind(pep, &seq->fid, 0), 0);
-  ASSERT_EQ(fi_listen(pep), 0);
-  uint8_t addr[32];
-  size_t len = sizeof(addr);
-  ASSERT_EQ(fi_getname(&pep->fid, addr, &len), 0);
-  fid_ep* cep = nullptr;
-  ASSERT_EQ(fi_endpoint(client.domain, client.info, &cep, nullptr), 0);
-  ASSERT_EQ(fi_ep_bind(cep, &ceq->fid, 0), 0);
-  fid_cq* cq[2] = {};
-  fi_cq_attr ca{};
-  ca.format = FI_CQ_FORMAT_CONTEXT;
-  ASSERT_EQ(fi_cq_open(client.domain, &ca, &cq[0], nullptr), 0);
-  ASSERT_EQ(fi_cq_open(server.domain, &ca, &cq[1], nullptr), 0);
-  ASSERT_EQ(fi_ep_bind(cep, &cq[0]->fid, FI_TRANSMIT | FI_RECV), 0);
-  ASSERT_EQ(fi_enable(cep), 0);
-  ASSERT_EQ(fi_connect(cep, addr, nullptr, 0), 0);
+TEST(MsgEqRead, EqReadsAloneMakeTheConnection) {
+  MsgSide server, client;  // their EQs without a wait object
+  ASSERT_EQ(server.open(nullptr, nullptr, 0, FI_WAIT_NONE), 0);
+  ASSERT_EQ(client.open(nullptr, nullptr, 0, FI_WAIT_NONE), 0);
+  Listener listener;
+  ASSERT_EQ(listener.open(server), 0);
+  Conn c, s;  // their CQs are never read
+  ASSERT_EQ(c.open(client, client.info), 0);
+  ASSERT_EQ(fi_connect(c.ep, listener.addr, nullptr, 0), 0);
 
   // Reads `eq` (and `other`, as a single-threaded application polls both) until `want`, 5 s.
   auto poll_for = [](fid_eq* eq, fid_eq* other, uint32_t want, fi_info** info) {
@@ -314,21 +300,18 @@ TEST_F(Msg, EqReadsAloneMakeTheConnection) {
         return true;
       }
       if (r != -FI_EAGAIN) return false;
-      if (other) (void)fi_eq_read(other, &event, buf, sizeof(buf), FI_PEEK);
+      (void)fi_eq_read(other, &event, buf, sizeof(buf), FI_PEEK);
     }
     return false;
   };
-  ASSERT_TRUE(poll_for(seq, ceq, FI_CONNREQ, &req_info));
-  fid_ep* sep = nullptr;
-  ASSERT_EQ(fi_endpoint(server.domain, req_info, &sep, nullptr), 0);
-  ASSERT_EQ(fi_ep_bind(sep, &seq->fid, 0), 0);
-  ASSERT_EQ(fi_ep_bind(sep, &cq[1]->fid, FI_TRANSMIT | FI_RECV), 0);
-  ASSERT_EQ(fi_enable(sep), 0);
-  ASSERT_EQ(fi_accept(sep, nullptr, 0), 0);
-  EXPECT_TRUE(poll_for(ceq, seq, FI_CONNECTED, nullptr));
-  EXPECT_TRUE(poll_for(seq, ceq, FI_CONNECTED, nullptr));
-  for (fid* f : {&cep->fid, &sep->fid, &pep->fid, &cq[0]->fid, &cq[1]->fid, &ceq->fid, &seq->fid})
-    EXPECT_EQ(fi_close(f), 0);
+  fi_info* req = nullptr;
+  ASSERT_TRUE(poll_for(server.eq, client.eq, FI_CONNREQ, &req));
+  const int opened = s.open(server, req);
+  fi_freeinfo(req);
+  ASSERT_EQ(opened, 0);
+  ASSERT_EQ(fi_accept(s.ep, nullptr, 0), 0);
+  EXPECT_TRUE(poll_for(client.eq, server.eq, FI_CONNECTED, nullptr));
+  EXPECT_TRUE(poll_for(server.eq, client.eq, FI_CONNECTED, nullptr));
 }
 
 // A server waiting for requests in each wait object its EQ may have is woken by the frame that
