@@ -380,6 +380,19 @@ size_t PortEngine::drain_backlogs() noexcept {
   return done;
 }
 
+void PortEngine::refresh_rx_deadline() noexcept {
+  // A thread that holds the receive side now began its step with a backlog pass, after our
+  // frames: its deadline counts them.
+  if (!try_take_rx()) return;
+  uint64_t due = UINT64_MAX;
+  const size_t used = receivers_used_.load(std::memory_order_acquire);
+  for (size_t i = 0; i < used; ++i)
+    if (proto::Receiver* r = receivers_[i].load(std::memory_order_acquire))
+      due = std::min(due, r->timer_due_ns());
+  rx_timer_due_ns_.store(due, std::memory_order_relaxed);
+  release_rx();
+}
+
 size_t PortEngine::progress() noexcept {
   uint16_t received;
   long n = poll_step(&received);
@@ -559,6 +572,7 @@ bool PortEngine::prepare_sleep() noexcept {
   const bool port_covered = wake_.covered();
   constexpr int kMaxBursts = 64;
   bool empty = false;
+  uint16_t last = 0;  // frames the last step took (both paths)
   for (int i = 0; i < kMaxBursts && !empty;) {
     uint16_t received = 0, local = 0;
     if (poll_step(&received, &local) < 0) {
@@ -567,12 +581,16 @@ bool PortEngine::prepare_sleep() noexcept {
       continue;
     }
     empty = (port_covered ? received : local) < kBurst;
+    last = received;
     ++i;
   }
   if (!empty) {
     wake_.rekick();  // frames left behind: sleepers must look again, as must we
     return false;
   }
+  // The step's backlog pass came before its frames, whose work may be due sooner (a delayed ack):
+  // the deadline the sleeper arms its timer with must count it.
+  if (last != 0) refresh_rx_deadline();
   if (int qfd = wake_.queue_fd(); qfd >= 0) {
     // net_tap reads only after its SIGIO handler bumped a trigger; the frame may be readable on
     // the fd before that handler ran (on some other thread). Run it here and read once more,

@@ -187,7 +187,8 @@ class PortEngine final : public proto::Link {
   bool rx_busy() const noexcept { return rx_busy_.load(std::memory_order_relaxed); }
   /// When the next protocol timer (ARP retry, new resolution) wants a poll step, in CLOCK_MONOTONIC
   /// ns; UINT64_MAX when none. Any thread (the wakeup thread arms its timerfd with it).
-  /// Receivers' timers (RDM retransmissions, delayed acks) count too, as of the last poll step.
+  /// Receivers' timers (RDM retransmissions, delayed acks) count too, as of the last poll step's
+  /// backlog pass (which comes before its frames), or of prepare_sleep, which counts its frames.
   uint64_t timer_due_ns() const noexcept {
     return std::min(timer_due_ns_.load(std::memory_order_relaxed),
                     rx_timer_due_ns_.load(std::memory_order_relaxed));
@@ -216,6 +217,10 @@ class PortEngine final : public proto::Link {
   // network byte order).
   static void warn_old_version(void* engine, uint64_t src) noexcept;
   size_t drain_backlogs() noexcept;  // RX owner
+  /// rx_timer_due_ns_ from the receivers' deadlines as they are now, without running their work
+  /// (prepare_sleep, after a step whose frames came after its backlog pass). Any thread: takes
+  /// the receive side, or leaves the value to the thread that holds it.
+  void refresh_rx_deadline() noexcept;
   void send_raw(const uint8_t* frame, size_t len) noexcept;
   void tick_neighbours() noexcept;      // RX owner: retries and new resolutions
   void check_link() noexcept;           // RX owner: reconnects a memif client whose link is down

@@ -174,8 +174,11 @@ class Receiver {
   /// completed.
   virtual size_t drain_backlog() noexcept { return 0; }
   /// When the receiver's protocol timers next want drain_backlog() to run, in CLOCK_MONOTONIC ns
-  /// (UINT64_MAX: none). Read by the RX owner after each backlog pass, which gives the minimum to
-  /// sleepers' timer fd (PortEngine::timer_due_ns). Any thread.
+  /// (UINT64_MAX: none). Read by the RX owner after each backlog pass (backlog_pass), and again
+  /// when a sleeper arms after a step that took frames (PortEngine::refresh_rx_deadline), which
+  /// give the minimum to sleepers' timer fd (PortEngine::timer_due_ns). A receiver that
+  /// overrides backlog_pass overrides this too, with the same answer. Any thread (PortShare: the
+  /// RX owner).
   virtual uint64_t timer_due_ns() const noexcept { return UINT64_MAX; }
   /// A poll step's backlog pass over this receiver: drain_backlog() when has_backlog(), then
   /// timer_due_ns(), which it returns (UINT64_MAX: none); the frames completed are added to

@@ -69,6 +69,15 @@ uint64_t PortShare::backlog_pass(size_t* done) noexcept {
   return due;
 }
 
+uint64_t PortShare::timer_due_ns() const noexcept {
+  uint64_t due = UINT64_MAX;
+  const uint16_t used = used_.load(std::memory_order_acquire);
+  for (uint16_t i = 0; i < used; ++i)
+    if (const Receiver* r = slots_[i].load(std::memory_order_acquire))
+      due = std::min(due, r->timer_due_ns());
+  return due;
+}
+
 void PortShare::link_lost(uint32_t node_be, uint32_t nonce_be) noexcept {
   const uint16_t used = used_.load(std::memory_order_acquire);
   for (uint16_t id = 0; id < used; ++id)

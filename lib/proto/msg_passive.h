@@ -51,6 +51,9 @@ class PortShare final : public Receiver {
   bool deliver(const wire::Frame& f, rte_mbuf* m) noexcept override;
   /// Each slot's pass, in one scan; the earliest of their deadlines.
   uint64_t backlog_pass(size_t* done) noexcept override;
+  /// The earliest of the slots' deadlines, nothing run (PortEngine::refresh_rx_deadline). RX
+  /// owner: a slot's endpoint stays until remove() has the receive side.
+  uint64_t timer_due_ns() const noexcept override;
   void link_lost(uint32_t node_be, uint32_t nonce_be) noexcept override;
 
  private:
