@@ -77,7 +77,7 @@ inline Verdict decode_core(const uint8_t* p, size_t head_len, size_t frame_len, 
   if (unlikely(l3_avail < ihl)) return Verdict::kIpTruncated;
   if (unlikely(head_len < kEthHdrLen + ihl)) return Verdict::kSegmentedHeader;
   if (nic.ip != RxChecksum::kGood) {
-    if (unlikely(nic.ip == RxChecksum::kBad || rte_raw_cksum(ip, ihl) != 0xffff))
+    if (unlikely(nic.ip == RxChecksum::kBad || !ipv4_header_sum_ok(ip, ihl)))
       return Verdict::kIpChecksum;
   }
   const size_t total_len = load_be16(ip + 2);

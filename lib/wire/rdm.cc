@@ -24,9 +24,17 @@ const char* rdm_verdict_name(RdmVerdict v) noexcept {
   return i < std::size(kRdmVerdictNames) ? kRdmVerdictNames[i] : "?";
 }
 
-RdmVerdict rdm_validate(const RdmHeader& h, size_t data_len) noexcept {
-  if (h.version != kRdmVersion) return RdmVerdict::kVersion;
-  if (!kind_known(static_cast<uint8_t>(h.kind))) return RdmVerdict::kKind;
+namespace {
+
+// rdm_validate's checks. kDecoded: `h` is what decode_rdm just read off the wire, which checked the
+// version and the kind already and set the RMA extension's fields to 0 where the kind has none:
+// those checks are left out (the receive path runs this on every frame).
+template <bool kDecoded>
+inline RdmVerdict validate(const RdmHeader& h, size_t data_len) noexcept {
+  if (!kDecoded) {
+    if (h.version != kRdmVersion) return RdmVerdict::kVersion;
+    if (!kind_known(static_cast<uint8_t>(h.kind))) return RdmVerdict::kKind;
+  }
   if ((h.flags & ~rdm_allowed_flags(h.kind)) != 0) return RdmVerdict::kFlags;
   if (h.epoch == 0) return RdmVerdict::kEpoch;
   if (h.reserved != 0) return RdmVerdict::kReserved;
@@ -49,7 +57,7 @@ RdmVerdict rdm_validate(const RdmHeader& h, size_t data_len) noexcept {
   if (h.cq_data != 0 && !(h.flags & kRdmCqData)) return RdmVerdict::kCqDataField;
   if (!rdm_has_rma(h.kind)) {
     // The extension's fields are not on the wire: a header built with them set is not sendable.
-    if (h.rkey || h.raddr || h.atomic_op || h.datatype || h.rma_reserved || h.status)
+    if (!kDecoded && (h.rkey || h.raddr || h.atomic_op || h.datatype || h.rma_reserved || h.status))
       return RdmVerdict::kRmaFields;
     return RdmVerdict::kOk;
   }
@@ -69,6 +77,12 @@ RdmVerdict rdm_validate(const RdmHeader& h, size_t data_len) noexcept {
   if (h.kind == RdmKind::kRmaResp ? h.rkey || h.raddr || h.status > 0xffff : h.status != 0)
     return RdmVerdict::kRmaFields;
   return RdmVerdict::kOk;
+}
+
+}  // namespace
+
+RdmVerdict rdm_validate(const RdmHeader& h, size_t data_len) noexcept {
+  return validate<false>(h, data_len);
 }
 
 RdmVerdict decode_rdm(const Header& outer, std::span<const uint8_t> payload, RdmHeader* out,
@@ -115,7 +129,7 @@ RdmVerdict decode_rdm(const Header& outer, std::span<const uint8_t> payload, Rdm
       h.status = 0;
     }
     *data = payload.subspan(hlen);
-    return rdm_validate(h, data->size());
+    return validate<true>(h, data->size());
   }();
   stats.bump(verdict);
   return verdict;
