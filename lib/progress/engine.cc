@@ -372,10 +372,7 @@ void PortEngine::warn_old_version(void* engine, uint64_t src) noexcept {
 size_t PortEngine::drain_backlogs() noexcept {
   size_t done = 0;
   uint64_t due = UINT64_MAX;
-  const size_t used = receivers_used_.load(std::memory_order_acquire);
-  for (size_t i = 0; i < used; ++i)
-    if (proto::Receiver* r = receivers_[i].load(std::memory_order_acquire))
-      due = std::min(due, r->backlog_pass(&done));
+  for_each_receiver([&](proto::Receiver* r) { due = std::min(due, r->backlog_pass(&done)); });
   rx_timer_due_ns_.store(due, std::memory_order_relaxed);
   return done;
 }
@@ -385,10 +382,7 @@ void PortEngine::refresh_rx_deadline() noexcept {
   // frames: its deadline counts them.
   if (!try_take_rx()) return;
   uint64_t due = UINT64_MAX;
-  const size_t used = receivers_used_.load(std::memory_order_acquire);
-  for (size_t i = 0; i < used; ++i)
-    if (proto::Receiver* r = receivers_[i].load(std::memory_order_acquire))
-      due = std::min(due, r->timer_due_ns());
+  for_each_receiver([&](const proto::Receiver* r) { due = std::min(due, r->timer_due_ns()); });
   rx_timer_due_ns_.store(due, std::memory_order_relaxed);
   release_rx();
 }
@@ -553,10 +547,7 @@ PortEngine::Handled PortEngine::handle_record(const shm::Conn& c, const shm::Rec
 void PortEngine::local_lost(const shm::Conn& c) noexcept {
   bump(stats_.local_lost);
   const uint32_t node_be = rte_cpu_to_be_32(c.node()), nonce_be = rte_cpu_to_be_32(c.nonce());
-  const size_t used = receivers_used_.load(std::memory_order_acquire);
-  for (size_t i = 0; i < used; ++i)
-    if (proto::Receiver* r = receivers_[i].load(std::memory_order_acquire))
-      r->link_lost(node_be, nonce_be);
+  for_each_receiver([&](proto::Receiver* r) { r->link_lost(node_be, nonce_be); });
 }
 
 bool PortEngine::prepare_sleep() noexcept {

@@ -291,6 +291,13 @@ class PortEngine final : public proto::Link {
   static constexpr size_t kMaxReceivers = 256;
   std::atomic<proto::Receiver*> receivers_[kMaxReceivers] = {};
   std::atomic<size_t> receivers_used_{0};  // slots ever used: the backlog pass scans only these
+  // fn(Receiver*) for each bound receiver. RX owner (unbind waits for the receive side).
+  template <typename Fn>
+  void for_each_receiver(Fn&& fn) const noexcept {
+    const size_t used = receivers_used_.load(std::memory_order_acquire);
+    for (size_t i = 0; i < used; ++i)
+      if (proto::Receiver* r = receivers_[i].load(std::memory_order_acquire)) fn(r);
+  }
   EngineStats stats_;
   UdpClaims claims_;
   std::mutex claims_mutex_;                   // control path: bind, unbind

@@ -62,26 +62,18 @@ bool PortShare::accepted(const msg::ListenTable::Key& req) const noexcept {
 
 uint64_t PortShare::backlog_pass(size_t* done) noexcept {
   uint64_t due = UINT64_MAX;
-  const uint16_t used = used_.load(std::memory_order_acquire);
-  for (uint16_t i = 0; i < used; ++i)
-    if (Receiver* r = slots_[i].load(std::memory_order_acquire))
-      due = std::min(due, r->backlog_pass(done));
+  for_each_slot([&](Receiver* r) { due = std::min(due, r->backlog_pass(done)); });
   return due;
 }
 
 uint64_t PortShare::timer_due_ns() const noexcept {
   uint64_t due = UINT64_MAX;
-  const uint16_t used = used_.load(std::memory_order_acquire);
-  for (uint16_t i = 0; i < used; ++i)
-    if (const Receiver* r = slots_[i].load(std::memory_order_acquire))
-      due = std::min(due, r->timer_due_ns());
+  for_each_slot([&](const Receiver* r) { due = std::min(due, r->timer_due_ns()); });
   return due;
 }
 
 void PortShare::link_lost(uint32_t node_be, uint32_t nonce_be) noexcept {
-  const uint16_t used = used_.load(std::memory_order_acquire);
-  for (uint16_t id = 0; id < used; ++id)
-    if (Receiver* r = slots_[id].load(std::memory_order_acquire)) r->link_lost(node_be, nonce_be);
+  for_each_slot([&](Receiver* r) { r->link_lost(node_be, nonce_be); });
 }
 
 // ---- PassiveEndpoint

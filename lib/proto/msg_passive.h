@@ -63,6 +63,13 @@ class PortShare final : public Receiver {
   std::atomic<Receiver*> slots_[kMaxEndpoints] = {};  // by endpoint id (host order)
   msg::ListenTable::Key reqs_[kMaxEndpoints] = {};    // written before its slot (release)
   std::atomic<uint16_t> used_{1};                     // ids ever used: the slots scanned
+  // fn(Receiver*) for each slot's endpoint (the RX owner's scans).
+  template <typename Fn>
+  void for_each_slot(Fn&& fn) const noexcept {
+    const uint16_t used = used_.load(std::memory_order_acquire);
+    for (uint16_t i = 0; i < used; ++i)
+      if (Receiver* r = slots_[i].load(std::memory_order_acquire)) fn(r);
+  }
 };
 
 class PassiveEndpoint final : public Receiver {

@@ -62,6 +62,11 @@ bool handshake(End& server, End& client) {
   return done();
 }
 
+// Both ends open, then the handshake: a linked pair.
+bool open_and_handshake(End& server, End& client) {
+  return server.ch->open() && client.ch->open() && handshake(server, client);
+}
+
 // Having the peer's hello is not enough to rely on its kicks: the peer's sender gets our half only
 // when the peer reads our hello. An end relies on the kick (peer_kicks_us) once the peer
 // acknowledged. Trusting the hello alone stranded a frame sent in between (integration-wakeup-
@@ -145,9 +150,7 @@ TEST(MemifKick, EndsExchangeHellosAndKickOnlyWhenArmed) {
 TEST(MemifKick, AKickLeavesItsTimeForTheKickedEndToTakeOnce) {
   const std::string link = unique_link("time");
   End server(link, true), client(link, false);
-  ASSERT_TRUE(server.ch->open());
-  ASSERT_TRUE(client.ch->open());
-  ASSERT_TRUE(handshake(server, client));
+  ASSERT_TRUE(open_and_handshake(server, client));
   ASSERT_NE(client.published.kicked_ns, nullptr);
 
   KickChannel::kick(client.published);  // not armed
@@ -284,9 +287,7 @@ TEST(MemifKick, MalformedHellosAreRefusedAndNothingIsTaken) {
 TEST(MemifKick, AWithdrawalTheSenderDoesNotTakeLeavesItsKickUsable) {
   const std::string link = unique_link("stuck");
   End server(link, true), client(link, false);
-  ASSERT_TRUE(server.ch->open());
-  ASSERT_TRUE(client.ch->open());
-  ASSERT_TRUE(handshake(server, client));
+  ASSERT_TRUE(open_and_handshake(server, client));
   const KickChannel::Peer held = client.published;  // what the sender holds
   client.take = false;
   client.ch.reset();  // withdraws: refused
@@ -319,9 +320,7 @@ TEST(MemifKick, APeerTheSenderDoesNotTakeIsNotKept) {
 TEST(MemifKick, AnArmLeavesTheEventfdEmptyAfterALateWriteOrARekick) {
   const std::string link = unique_link("late");
   End server(link, true), client(link, false);
-  ASSERT_TRUE(server.ch->open());
-  ASSERT_TRUE(client.ch->open());
-  ASSERT_TRUE(handshake(server, client));
+  ASSERT_TRUE(open_and_handshake(server, client));
   dpfab::progress::PortWake wake;
   wake.attach_kick(server.ch.get());
   wake.set_kick_in_use(true);
