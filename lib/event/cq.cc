@@ -226,8 +226,6 @@ int Cq::write_error(const fi_cq_err_entry& err, const void* err_data, size_t len
 
 // These run on any thread: ring_count_acquire reads both tails with acquire loads (rte_ring_count
 // uses plain loads, a data race in the C++ model).
-size_t Cq::free_space() const noexcept { return capacity_ - ring_count_acquire(ring_.get()); }
-
 size_t Cq::count() const noexcept { return ring_count_acquire(ring_.get()); }
 
 bool Cq::ready() const noexcept {

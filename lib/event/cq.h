@@ -60,10 +60,9 @@
 #include <mutex>
 
 #include "common/result.h"
+#include "common/ring.h"
 #include "common/spinlock.h"
 #include "wait/waitable.h"
-
-struct rte_ring;
 
 namespace dpfab::event {
 
@@ -154,8 +153,9 @@ class Cq final : public wait::Waitable {
   ///         now overrun) or the CQ was overrun already.
   int write_error(const fi_cq_err_entry& err, const void* err_data, size_t len) noexcept;
 
-  /// Free entries right now (a lower bound while other producers write).
-  size_t free_space() const noexcept;
+  /// Free entries right now (a lower bound while other producers write). Inline: the RM check
+  /// of every send and receive post (would_fit).
+  size_t free_space() const noexcept { return capacity_ - ring_count_acquire(ring_.get()); }
   /// Whether `n` more entries fit right now. The progress engine checks this before starting work
   /// that will write `n` completions (FI_RM_ENABLED); see the file comment.
   bool would_fit(size_t n) const noexcept { return n <= free_space(); }

@@ -109,15 +109,10 @@ const RdmPeer* RdmCore::peer(fi_addr_t a) const noexcept {
   return a < peers_.size() && peers_[a] ? &peers_[a]->rel : nullptr;
 }
 
-size_t RdmCore::tx_in_use() const noexcept { return tx_.size() - tx_free_.available(); }
 size_t RdmCore::injected_unacked() const noexcept {
   size_t n = 0;
   for (const TxOp& t : tx_) n += t.in_use && t.op.inject && !t.op.completion;
   return n;
-}
-size_t RdmCore::rx_in_use() const noexcept { return rx_.size() - rx_free_.available(); }
-size_t RdmCore::unexpected_in_use() const noexcept {
-  return unexp_.size() - unexp_free_.available();
 }
 
 // ---- sending -----------------------------------------------------------------------------------

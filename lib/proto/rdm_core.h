@@ -406,13 +406,13 @@ class RdmCore final : private PeerHost {
   const RdmPeer* peer(fi_addr_t a) const noexcept;
   uint32_t epoch() const noexcept { return shared_.epoch; }
   /// Sends and receives in progress (for tests: 0 when everything completed).
-  size_t tx_in_use() const noexcept;
+  size_t tx_in_use() const noexcept { return tx_free_.in_use(); }
   /// Injected sends (fi_inject, or completed when copied: FI_INJECT_COMPLETE) whose packets are
   /// not all acknowledged yet: the application is done with them, so closing the endpoint now
   /// would lose messages it was told were sent.
   size_t injected_unacked() const noexcept;
-  size_t rx_in_use() const noexcept;
-  size_t unexpected_in_use() const noexcept;
+  size_t rx_in_use() const noexcept { return rx_free_.in_use(); }
+  size_t unexpected_in_use() const noexcept { return unexp_free_.in_use(); }
   /// Target side: reads being answered, answers queued, stage buffers in flight (0 when idle).
   size_t target_in_use() const noexcept;
   /// The fi_cq flags of an operation's completion at the initiator.

@@ -95,7 +95,7 @@ class IndexFifo {
 /// A free list of pool indices, filled once: get/put never allocate.
 class FreeList {
  public:
-  explicit FreeList(uint32_t n) {
+  explicit FreeList(uint32_t n) : size_(n) {
     free_.reserve(n);
     for (uint32_t i = n; i-- > 0;) free_.push_back(i);
   }
@@ -107,8 +107,10 @@ class FreeList {
   }
   void put(uint32_t i) noexcept { free_.push_back(i); }  // capacity reserved: cannot throw
   size_t available() const noexcept { return free_.size(); }
+  size_t in_use() const noexcept { return size_ - free_.size(); }  // of the n indices
 
  private:
+  size_t size_;
   std::vector<uint32_t> free_;
 };
 
