@@ -405,7 +405,8 @@ class RdmCore final : private PeerHost {
   const ReliabilityStats& reliability_stats() const noexcept { return shared_.stats; }
   const RdmPeer* peer(fi_addr_t a) const noexcept;
   uint32_t epoch() const noexcept { return shared_.epoch; }
-  /// Sends and receives in progress (for tests: 0 when everything completed).
+  /// Sends and receives in progress (0 when everything completed): the endpoint's RM check on
+  /// every send and receive post, and tests.
   size_t tx_in_use() const noexcept { return tx_free_.in_use(); }
   /// Injected sends (fi_inject, or completed when copied: FI_INJECT_COMPLETE) whose packets are
   /// not all acknowledged yet: the application is done with them, so closing the endpoint now

@@ -440,8 +440,7 @@ void RdmCore::drop_target_state(PeerState& p, fi_addr_t peer) noexcept {
 }
 
 size_t RdmCore::target_in_use() const noexcept {
-  size_t n = resp_q_.size() + (responders_.size() - responder_free_.available());
-  return n + (stage_owner_.size() - stage_free_.available());
+  return resp_q_.size() + responder_free_.in_use() + stage_free_.in_use();
 }
 
 }  // namespace dpfab::proto::rdm
