@@ -37,6 +37,12 @@ void core_config(const Domain* dom, const fi_info* info, const EpBase* e,
     c.inject_size = static_cast<uint32_t>(info->tx_attr->inject_size);
   if (info->ep_attr && info->ep_attr->max_msg_size)
     c.max_msg_size = std::min<uint64_t>(info->ep_attr->max_msg_size, c.max_msg_size);
+  // Eager up to 64 KiB over a port: a rendezvous costs a round trip before the data and, on
+  // memif, more CPU per message than the eager segments it saves (doc/performance.md, "64 KiB
+  // messages"). Over the same-host path a rendezvous is one copy (by reference) where an eager
+  // message is two: 16 KiB there.
+  c.eager_max = std::min<uint64_t>(kEagerMax, c.max_msg_size);
+  c.eager_max_same_host = std::min<uint64_t>(kEagerMaxSameHost, c.eager_max);
   if (cfg) {  // liveness: FI_DPDK_RDM_PEER_TIMEOUT_MS, FI_DPDK_RDM_MAX_RETRIES
     c.rel.peer_timeout_ns = cfg->rdm_peer_timeout_ms * 1'000'000;
     c.rel.max_retries = cfg->rdm_max_retries;

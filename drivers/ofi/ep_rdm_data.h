@@ -111,10 +111,14 @@ ssize_t post(typename T::Ep* e, const proto::rdm::SendOp& s, uint64_t flags) noe
   return T::trigger(e, s, static_cast<event::Cntr*>(wi.waitable), tc->trigger.threshold.threshold);
 }
 
+/// The largest message sent eagerly to a peer over a port, and to a same-host peer (fi_dpdk(7)).
+inline constexpr uint64_t kEagerMax = 65536;
+inline constexpr uint64_t kEagerMaxSameHost = 16384;
+
 /// The RDM core's parameters both types take from their info and FI_DPDK_* configuration: the
-/// segment size of the port's MTU, queue depths, inject_size, max_msg_size, peer liveness, and
-/// the target side of RMA and atomics (the domain's regions, the endpoint's token) when the
-/// endpoint has FI_RMA or FI_ATOMIC.
+/// segment size of the port's MTU, queue depths, inject_size, max_msg_size, the eager limits,
+/// peer liveness, and the target side of RMA and atomics (the domain's regions, the endpoint's
+/// token) when the endpoint has FI_RMA or FI_ATOMIC.
 void core_config(const Domain* dom, const fi_info* info, const EpBase* e,
                  proto::rdm::CoreConfig& c) noexcept;
 /// Binds the endpoint's CQs and counters to its RdmEndpoint (fi_enable).

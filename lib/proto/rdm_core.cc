@@ -69,9 +69,10 @@ Result<std::unique_ptr<RdmCore>> RdmCore::create(const CoreConfig& cfg, CoreSink
   if (validate(cfg.rel) != 0) return Error{-FI_EINVAL, "rdm: bad reliability parameters"};
   if (sink == nullptr || cfg.seg_size == 0 || cfg.seg_size > wire::kMaxPayload ||
       cfg.max_msg_size > wire::kRdmMaxLength || cfg.eager_max > cfg.max_msg_size ||
-      cfg.eager_max > (uint64_t{1} << 24) || cfg.tx_ops == 0 || cfg.tx_ops > 65536 ||
-      cfg.rx_ops == 0 || cfg.unexpected == 0 || cfg.unexpected_slots > cfg.unexpected ||
-      cfg.min_multi_recv == 0 || cfg.seg_size <= wire::kRdmRmaLen ||
+      cfg.eager_max > (uint64_t{1} << 24) || cfg.eager_max_same_host > cfg.eager_max ||
+      cfg.tx_ops == 0 || cfg.tx_ops > 65536 || cfg.rx_ops == 0 || cfg.unexpected == 0 ||
+      cfg.unexpected_slots > cfg.unexpected || cfg.min_multi_recv == 0 ||
+      cfg.seg_size <= wire::kRdmRmaLen ||
       (cfg.mrs && (cfg.stage_slots == 0 || cfg.responders == 0 || cfg.resp_queue == 0)))
     return Error{-FI_EINVAL, "rdm: bad configuration"};
   try {
@@ -153,7 +154,7 @@ ssize_t RdmCore::send(const SendOp& op, fi_addr_t peer, uint64_t now) noexcept {
   ++t.gen;
   t.msg_id = (uint32_t{t.gen} << 16) | i;
   t.in_use = true;
-  t.rendezvous = op.kind == OpKind::kMsg && op.len > cfg_.eager_max;
+  t.rendezvous = op.kind == OpKind::kMsg && op.len > eager_max_to(*p);
   t.issued_all = t.rts_sent = t.granted_known = t.issued = false;
   t.next_off = t.granted = 0;
   t.unacked = 0;
@@ -564,6 +565,10 @@ void RdmCore::set_peer_lossless(fi_addr_t peer) noexcept {
     p->lossless = true;
     p->rel.set_lossless();
   }
+}
+
+void RdmCore::set_peer_same_host(fi_addr_t peer) noexcept {
+  if (PeerState* p = state(peer)) p->same_host = true;
 }
 
 void RdmCore::set_peer_reads_us(fi_addr_t peer) noexcept {

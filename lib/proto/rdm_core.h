@@ -145,7 +145,12 @@ struct CoreConfig {
   ReliabilityConfig rel;
   /// Data bytes per packet (port payload - kRdmHeaderLen); the default is MTU 1500's (1388).
   uint32_t seg_size = static_cast<uint32_t>(wire::max_payload(1500) - wire::kRdmHeaderLen);
-  uint64_t eager_max = 16384;          ///< larger messages use rendezvous
+  /// Larger messages use rendezvous. Also what this core takes eagerly (longer eager messages are
+  /// dropped as protocol errors) and the size of each unexpected slot.
+  uint64_t eager_max = 16384;
+  /// The eager limit of sends to peers marked same-host (set_peer_same_host); 0: eager_max. Above
+  /// it a message goes by rendezvous, which the same-host path carries by reference (one copy).
+  uint64_t eager_max_same_host = 0;
   uint64_t max_msg_size = 1ull << 30;  ///< larger sends fail with -FI_EMSGSIZE
   uint32_t tx_ops = 256;               ///< sends in progress (<= 65536: msg ids)
   uint32_t rx_ops = 256;               ///< receives posted or in progress
@@ -367,6 +372,12 @@ class RdmCore final : private PeerHost {
   /// retransmission timeout is at least ReliabilityConfig::lossless_rto_min_ns (RdmPeer::
   /// set_lossless), for this instance of it and later ones. Any time; no-op for an unknown peer.
   void set_peer_lossless(fi_addr_t peer) noexcept;
+  /// `peer` is a process of this host (its address says so): its messages above
+  /// CoreConfig::eager_max_same_host go by rendezvous, which the same-host path carries by
+  /// reference with one copy, where an eager message would be copied into the rings and out of
+  /// them a segment at a time. For this instance of it and later ones (an address keeps its
+  /// host). Any time (it applies to sends posted later); no-op for an unknown peer.
+  void set_peer_same_host(fi_addr_t peer) noexcept;
   /// `peer` can read our memory itself (a same-host peer, process_vm_readv): a rendezvous
   /// message of at most kRefMax bytes in one buffer goes as an RTS naming where it lies
   /// (wire::kRdmRef); the peer copies it into the matching receive (CoreSink::read_peer) and
@@ -470,6 +481,7 @@ class RdmCore final : private PeerHost {
   ssize_t post_multi(const RecvOp& op) noexcept;
   void init_rx(uint32_t r, const RecvOp& op) noexcept;
   static bool wants_ack(const TxOp& t) noexcept;
+  uint64_t eager_max_to(const PeerState& p) const noexcept;
   // The kEager header of the segment of `t` at t.next_off with `n` bytes.
   wire::RdmHeader eager_header(const TxOp& t, uint64_t n) const noexcept;
   bool send_eager_segment(PeerState& p, uint32_t op, uint64_t now) noexcept;

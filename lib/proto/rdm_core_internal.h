@@ -107,10 +107,16 @@ struct RdmCore::PeerState {
   bool cur_unexp : 1 = false;  // cur_idx is an Unexp (else an RxOp; kNone: dropped)
   bool lossless : 1 = false;   // set_peer_lossless(): kept across a fresh RdmPeer (fresh_rel)
   bool reads_us : 1 = false;   // set_peer_reads_us(): RTSs by reference (kRdmRef)
+  bool same_host : 1 = false;  // set_peer_same_host(): eager up to eager_max_same_host
   uint32_t cur_idx = kNone;
   uint32_t cur_msg = 0;
   uint64_t cur_total = 0, cur_received = 0;
 };
+
+// The largest message sent eagerly to `p` (CoreConfig::eager_max_same_host).
+inline uint64_t RdmCore::eager_max_to(const PeerState& p) const noexcept {
+  return p.same_host && cfg_.eager_max_same_host != 0 ? cfg_.eager_max_same_host : cfg_.eager_max;
+}
 
 // Whether the last packet of `t` asks for an immediate ack: the send completes (CQ entry or
 // counter) only when it is acked. A plain fi_inject reports nothing, so its ack may wait.

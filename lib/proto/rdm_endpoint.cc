@@ -152,6 +152,7 @@ uint32_t RdmEndpoint::peer_id(const wire::Address& a) noexcept {
     // The same endpoint behind a new MAC (a NIC replaced, a re-resolved neighbour) or on a new
     // node instance (a same-host peer that restarted): use the new.
     refresh(peers_[it->second].addr, a);
+    mark_same_host(it->second);  // an address that now names its node
     return it->second;
   }
   if (peers_.size() >= cfg_.max_peers) return kNoPeer;
@@ -171,7 +172,15 @@ uint32_t RdmEndpoint::peer_id(const wire::Address& a) noexcept {
     return kNoPeer;
   }
   bump(stats_.peers);
+  mark_same_host(id);
   return id;
+}
+
+void RdmEndpoint::mark_same_host(uint32_t id) noexcept {
+  Peer& p = peers_[id];
+  if (p.same_host || !link_->is_local(p.addr)) return;
+  p.same_host = true;
+  core_->set_peer_same_host(id);
 }
 
 uint32_t RdmEndpoint::peer_of(fi_addr_t a) noexcept {
@@ -476,7 +485,11 @@ void RdmEndpoint::finish() noexcept {
     large_rdv_.clear();
   }
   if (!lossless_.empty()) [[unlikely]] {
-    for (uint32_t id : lossless_) core_->set_peer_lossless(id);
+    for (uint32_t id : lossless_) {
+      core_->set_peer_lossless(id);
+      core_->set_peer_same_host(id);  // a record went to it: a process of this host
+      peers_[id].same_host = true;
+    }
     lossless_.clear();
   }
   if (!lost_.empty()) [[unlikely]] {

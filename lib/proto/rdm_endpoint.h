@@ -190,6 +190,9 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
     // Reached through the same-host path: the core was told its link is lossless
     // (set_peer_lossless, from finish()).
     bool lossless = false;
+    // Its address names a process of this host: the core was told (set_peer_same_host: the
+    // same-host path's eager limit), by peer_id or, once a record went to it, by finish().
+    bool same_host = false;
     // The headers of frames to it (links without UDP checksum: transmit); made on the first frame
     // after our address was set.
     bool headers_ok = false;
@@ -220,6 +223,9 @@ class RdmEndpoint final : public Receiver, private rdm::CoreSink {
   // Under mu_. The peer id of an address, made when new (kNoPeer beyond max_peers or when the
   // core cannot take it).
   uint32_t peer_id(const wire::Address& a) noexcept;
+  // Under mu_, outside core calls: tells the core that peer `id` is a process of this host when
+  // its address says so (once).
+  void mark_same_host(uint32_t id) noexcept;
   // Under mu_. The peer id of an AV fi_addr; kNoPeer when it is not in the AV.
   uint32_t peer_of(fi_addr_t a) noexcept;
   // Under mu_. The peer id of a frame's source (peer_id, through rx_key_).

@@ -9,10 +9,16 @@
 // rejects anything else), so that the RDM layout is versioned on its own (rdm_version) and can
 // change without a new dpfab version.
 //
+// Versions. 1: eager messages of at most 16 KiB. 2 (2026-11-28): up to 64 KiB over a port
+// (fi_dpdk(7)); the layout did not change, but a version-1 receiver takes a longer eager message
+// for a protocol error and drops it after acknowledging its packets, which its sender reports as
+// sent. The two refuse each other's packets instead (RdmVerdict::kVersion, counted as "version"
+// rejects): peers must run the same dpfab wire versions, as format.h says of the dpfab header.
+//
 // Common part, 32 bytes, every multi-byte field big-endian:
 //
 //   offset  size  field        meaning
-//        0     1  rdm_version  kRdmVersion (1); any other value is rejected
+//        0     1  rdm_version  kRdmVersion (2); any other value is rejected
 //        1     1  kind         RdmKind; unknown kinds are rejected
 //        2     2  flags        RdmFlag bits; bits not allowed for the kind are rejected
 //        4     4  epoch        the sender's session (endpoint instance) id, never 0
@@ -91,7 +97,7 @@
 
 namespace dpfab::wire {
 
-inline constexpr uint8_t kRdmVersion = 1;
+inline constexpr uint8_t kRdmVersion = 2;
 inline constexpr size_t kRdmCommonLen = 32;
 inline constexpr size_t kRdmBodyLen = 32;
 inline constexpr size_t kRdmHeaderLen = kRdmCommonLen + kRdmBodyLen;    ///< with body

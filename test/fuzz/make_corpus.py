@@ -104,7 +104,7 @@ def decoder_corpus():
         "old-version--v1-dgram": frame(version=1, v1=True),
         "old-version--v1-dgram-no-udp-checksum": frame(version=1, v1=True, udp_ck=0),
         "old-version--v1-dgram-empty": frame(b"", version=1, v1=True, flags=0, cq_data=0),
-        "old-version--v1-rdm": frame(rdm()[20:], version=1, v1=True, typ=7, flags=0, cq_data=0),
+        "old-version--v1-rdm": frame(rdm(version=1)[20:], version=1, v1=True, typ=7, flags=0, cq_data=0),
         "old-version--v1-cm": frame(cm()[20:], version=1, v1=True, typ=8, flags=0, cq_data=0),
         # A 1 in the version byte of what is no version-1 frame: an unknown version.
         "header-version--1-in-a-v2-frame": frame(version=1),
@@ -197,7 +197,7 @@ def outer(typ, flags, payload_len, cq_data):
 
 
 def rdm(kind=1, flags=3, epoch=7, seq=5, ack=9, sack=6, window=64, reserved=0, msg_id=11,
-        offset=0, length=12, tag=0x1234, cq_data=0x55, data=b"hello dpfab!", version=1, body=True,
+        offset=0, length=12, tag=0x1234, cq_data=0x55, data=b"hello dpfab!", version=2, body=True,
         outer_type=7, outer_flags=0, outer_cq_data=0, rma=None):
     """One rdm fuzz input: the 20-byte dpfab header, then the RDM header (rdm.h), its RMA extension
     when `rma` = (key, addr, atomic_op, datatype, reserved, status), and data."""
@@ -239,7 +239,8 @@ def rdm_corpus():
         "outer-header--cq-data": rdm(outer_cq_data=1),
         "truncated--common": rdm()[:20 + 20],
         "truncated--body": rdm()[:20 + 40],
-        "version--2": rdm(version=2),
+        "version--1": rdm(version=1),  # an older dpfab's (its eager limit was 16 KiB)
+        "version--3": rdm(version=3),
         "kind--0": rdm(kind=0),
         "kind--11": rdm(kind=11),
         "flags--rnr-on-eager": rdm(flags=7),

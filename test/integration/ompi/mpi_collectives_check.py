@@ -4,7 +4,8 @@
 Run by ompi_test.sh under mpirun: every rank computes what Allreduce (sum, max), Alltoall,
 Alltoallv, Bcast, Gather and the pickled object collectives must return and compares it with
 what it got, for sizes from one 8-byte element (an inject-sized message) through ones above the
-provider's 16 KiB eager limit (rendezvous) and several frames. Prints one
+provider's eager limits (16 KiB to a same-host peer, 64 KiB over a port: rendezvous) and
+several frames. Prints one
 "mpi-collectives: OK ..." line from rank 0, or "MISMATCH" lines naming rank, operation and
 element, and exits non-zero on any mismatch (every rank learns the total error count).
     mpirun ... python3 mpi_collectives_check.py [repetitions]
@@ -34,7 +35,8 @@ def expect(what, got, want):
     errors += len(bad)
 
 
-# Elements of 8 bytes: 8 B, 1 KiB (one frame), 8 KiB, 64 KiB and 512 KiB (rendezvous).
+# Elements of 8 bytes: 8 B, 1 KiB (one frame), 8 KiB, 64 KiB (the port's eager limit; rendezvous to
+# a same-host peer) and 512 KiB (rendezvous).
 counts = (1, 128, 1024, 8192, 65536)
 for rep in range(reps):
     for n in counts:

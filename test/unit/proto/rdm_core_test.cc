@@ -169,6 +169,36 @@ TEST(RdmCore, EverySizeClassOverAPerfectLink) {
   EXPECT_EQ(net.core(0).reliability_stats().tx_retransmits, 0u);
 }
 
+TEST(RdmCore, ASameHostPeerHasItsOwnEagerLimit) {
+  // eager_max 8192 (test_config); same-host peers eagerly only up to 2048. The receiver takes
+  // eager messages up to eager_max whoever sent them.
+  CoreConfig cfg = test_config();
+  cfg.eager_max_same_host = 2048;
+  {
+    Net net(2, cfg, 1);
+    transfer(net, {2048, 2049, 8192, 8193});
+    EXPECT_EQ(net.core(0).stats().sent_eager, 3u) << "a port peer: eager up to eager_max";
+    EXPECT_EQ(net.core(0).stats().sent_rendezvous, 1u);
+  }
+  {
+    Net net(2, cfg, 1);
+    net.core(0).set_peer_same_host(1);
+    net.core(0).set_peer_same_host(7);  // unknown: nothing
+    transfer(net, {0, 2048, 2049, 8192, 8193});
+    EXPECT_EQ(net.core(0).stats().sent_eager, 2u) << "same-host: eager up to 2048";
+    EXPECT_EQ(net.core(0).stats().sent_rendezvous, 3u);
+  }
+  // A configuration whose same-host limit exceeds eager_max is refused.
+  cfg.eager_max_same_host = cfg.eager_max + 1;
+  struct Quiet final : CoreSink {
+    bool transmit(fi_addr_t, const RdmHeader&, std::span<const uint8_t>) noexcept override {
+      return true;
+    }
+    void complete(const Completion&) noexcept override {}
+  } sink;
+  EXPECT_EQ(RdmCore::create(cfg, &sink).code(), -FI_EINVAL);
+}
+
 TEST(RdmCore, RttEstimateFollowsTheLink) {
   Net net(2, test_config(), 2);
   transfer(net, std::vector<size_t>(50, 100));

@@ -496,12 +496,18 @@ TEST(Decoder, RejectsABadHeaderVersionTypeOrFlags) {
 // ---- Wire version 1 (format.h): refused and counted, never parsed as version 2 ----
 
 TEST(OldVersion, TheVersion1FramesAreWellFormedFramesOfTheirTime) {
-  // The RDM and CM payloads are what the unchanged RDM and CM decoders accept: only the dpfab
-  // header's version stands between them and delivery.
+  // The CM payload is what the unchanged CM decoder accepts: only the dpfab header's version
+  // stands between it and delivery. The RDM payload is of RDM version 1, which the RDM decoder
+  // refuses as well since version 2 (wire/rdm.h), and otherwise well formed: with the version
+  // byte of today it decodes.
   RdmDecodeStats rs;
   RdmHeader rh;
   std::span<const uint8_t> data;
-  const auto rp = v1_rdm_payload();
+  auto rp = v1_rdm_payload();
+  EXPECT_EQ(
+      decode_rdm(rdm_outer_header(3, 7, static_cast<uint32_t>(rp.size())), rp, &rh, &data, rs),
+      RdmVerdict::kVersion);
+  rp[0] = kRdmVersion;
   EXPECT_EQ(
       decode_rdm(rdm_outer_header(3, 7, static_cast<uint32_t>(rp.size())), rp, &rh, &data, rs),
       RdmVerdict::kOk);

@@ -55,7 +55,7 @@ RdmVerdict decode(const std::vector<uint8_t>& p, RdmHeader* h = nullptr) {
 TEST(RdmHeader, ByteExactLayout) {
   auto p = payload_of(eager(), 16);
   p.resize(kRdmHeaderLen);
-  const uint8_t want[] = {1,    1,    0x00, 0x03, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07,
+  const uint8_t want[] = {2,    1,    0x00, 0x03, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07,
                           0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16,
                           0x17, 0x18, 0x19, 0x1a, 0x00, 0x00, 0x1b, 0x1c, 0x1d, 0x1e, 0,
                           0,    0,    0,    0,    0,    0x01, 0x00, 0,    0,    0,    0,
@@ -149,7 +149,8 @@ TEST(RdmHeader, EveryRejectReason) {
   };
   EXPECT_EQ(decode(std::vector<uint8_t>(good.begin(), good.begin() + 31)), RdmVerdict::kTruncated);
   EXPECT_EQ(decode(std::vector<uint8_t>(good.begin(), good.begin() + 63)), RdmVerdict::kTruncated);
-  EXPECT_EQ(mutate([](auto& p) { p[0] = 2; }), RdmVerdict::kVersion);
+  EXPECT_EQ(mutate([](auto& p) { p[0] = 1; }), RdmVerdict::kVersion);  // an older dpfab's
+  EXPECT_EQ(mutate([](auto& p) { p[0] = 3; }), RdmVerdict::kVersion);
   EXPECT_EQ(mutate([](auto& p) { p[1] = 0; }), RdmVerdict::kKind);
   EXPECT_EQ(mutate([](auto& p) { p[1] = kRdmKindMax + 1; }), RdmVerdict::kKind);
   EXPECT_EQ(mutate([](auto& p) { p[3] |= kRdmRnr; }), RdmVerdict::kFlags);
