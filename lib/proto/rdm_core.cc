@@ -54,6 +54,7 @@ RdmCore::RdmCore(const CoreConfig& cfg, CoreSink* sink)
   // An atomic's operands are copied into its inject slot and go in one packet.
   cfg_.atomic_max = std::min(
       {cfg.atomic_max, cfg.inject_size, cfg.seg_size - static_cast<uint32_t>(wire::kRdmRmaLen)});
+  if (cfg_.eager_max_same_host == 0) cfg_.eager_max_same_host = cfg_.eager_max;
   shared_.host = this;
   shared_.cfg = cfg.rel;
   shared_.slots = &slots_;

@@ -113,9 +113,9 @@ struct RdmCore::PeerState {
   uint64_t cur_total = 0, cur_received = 0;
 };
 
-// The largest message sent eagerly to `p` (CoreConfig::eager_max_same_host).
+// The largest message sent eagerly to `p` (CoreConfig::eager_max_same_host, never 0 here).
 inline uint64_t RdmCore::eager_max_to(const PeerState& p) const noexcept {
-  return p.same_host && cfg_.eager_max_same_host != 0 ? cfg_.eager_max_same_host : cfg_.eager_max;
+  return p.same_host ? cfg_.eager_max_same_host : cfg_.eager_max;
 }
 
 // Whether the last packet of `t` asks for an immediate ack: the send completes (CQ entry or

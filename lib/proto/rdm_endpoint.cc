@@ -487,8 +487,7 @@ void RdmEndpoint::finish() noexcept {
   if (!lossless_.empty()) [[unlikely]] {
     for (uint32_t id : lossless_) {
       core_->set_peer_lossless(id);
-      core_->set_peer_same_host(id);  // a record went to it: a process of this host
-      peers_[id].same_host = true;
+      mark_same_host(id);  // a record went to it (local_route): an address of this host
     }
     lossless_.clear();
   }

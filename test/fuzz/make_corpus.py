@@ -104,7 +104,8 @@ def decoder_corpus():
         "old-version--v1-dgram": frame(version=1, v1=True),
         "old-version--v1-dgram-no-udp-checksum": frame(version=1, v1=True, udp_ck=0),
         "old-version--v1-dgram-empty": frame(b"", version=1, v1=True, flags=0, cq_data=0),
-        "old-version--v1-rdm": frame(rdm(version=1)[20:], version=1, v1=True, typ=7, flags=0, cq_data=0),
+        "old-version--v1-rdm": frame(rdm(version=1)[20:], version=1, v1=True, typ=7, flags=0,
+                                     cq_data=0),
         "old-version--v1-cm": frame(cm()[20:], version=1, v1=True, typ=8, flags=0, cq_data=0),
         # A 1 in the version byte of what is no version-1 frame: an unknown version.
         "header-version--1-in-a-v2-frame": frame(version=1),

@@ -4,10 +4,10 @@
 Run by ompi_test.sh under mpirun: every rank computes what Allreduce (sum, max), Alltoall,
 Alltoallv, Bcast, Gather and the pickled object collectives must return and compares it with
 what it got, for sizes from one 8-byte element (an inject-sized message) through ones above the
-provider's eager limits (16 KiB to a same-host peer, 64 KiB over a port: rendezvous) and
-several frames. Prints one
-"mpi-collectives: OK ..." line from rank 0, or "MISMATCH" lines naming rank, operation and
-element, and exits non-zero on any mismatch (every rank learns the total error count).
+provider's eager limits (16 KiB to a same-host peer, 64 KiB over a port: rendezvous) and several
+frames. Prints one "mpi-collectives: OK ..." line from rank 0, or "MISMATCH" lines naming rank,
+operation and element, and exits non-zero on any mismatch (every rank learns the total error
+count).
     mpirun ... python3 mpi_collectives_check.py [repetitions]
 """
 import sys
