@@ -206,7 +206,12 @@ inline void RdmPeer::acked_through(uint32_t ack, uint64_t now, Delivered* delive
     sh_->host->acked(addr_, e.cookie);
   }
   if (sample != UINT64_MAX) rtt_sample(sample);
-  timeouts_ = 0;  // ends the backoff (rto_ns())
+  timeouts_ = 0;
+  // The backoff ends with a sample, or with progress while packets are still in flight (a
+  // stream under loss gives few samples). Acked up to the last packet without a sample (each
+  // was resent or SACKed), it stays for the next packets until one gives a sample (Karn): a
+  // peer whose acks come later than the RTO, every time, is not resent every packet.
+  if (sample != UINT64_MAX || snd_una_ != snd_nxt_) backoff_ = 0;
   stall_since_ = now;
   if (rnr_paused_) {
     rnr_paused_ = false;
@@ -441,7 +446,8 @@ void RdmPeer::poll(uint64_t now) noexcept {
       declare_unreachable();
       return;
     }
-    timeouts_ = std::min(timeouts_, sh_->cfg.max_retries + 1);  // the backoff doubles
+    timeouts_ = std::min(timeouts_, sh_->cfg.max_retries + 1);
+    backoff_ = std::min(backoff_ + 1, uint32_t{20});  // the RTO doubles (rto_ns)
     // Only the oldest packet goes again (RFC 6298 5.4). The peer may only have been slow (a
     // descheduled process under manual progress): then the others arrive and nothing is sent
     // twice. If they were lost, the ack of this one makes loss detection resend them.

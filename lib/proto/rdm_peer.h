@@ -24,12 +24,18 @@
 // Retransmission. The RTO follows RFC 6298 (Jacobson's SRTT/RTTVAR, RTO = SRTT + 4 RTTVAR,
 // clamped to [rto_min, rto_max]), sampled only from packets sent once (Karn). When the RTO
 // expires without progress, every unacknowledged packet not SACKed is sent again and the RTO
-// doubles (exponential backoff, capped at rto_max) until the cumulative ack moves again (not
-// until the next sample, which under loss may be long in coming); a packet with dupthresh SACKed
-// packets above it is retransmitted early once (fast retransmit). After max_retries consecutive
-// expiries without an ack, and peer_timeout_ns without progress, the peer is declared unreachable:
-// PeerHost::unreachable is called once, the window is emptied and every later send fails with
-// -FI_EHOSTUNREACH (no hang, no retry forever).
+// doubles (exponential backoff, capped at rto_max). The backoff ends with the next RTT sample, or
+// with progress while packets are still in flight (under loss in a stream most packets are
+// retransmitted or SACKed and give no sample: kept, it would grow to rto_max and stall the
+// stream). An ack that empties the window without a sample keeps it (Karn): a peer that acks
+// later than the RTO every time (an application that takes its message, then works or sleeps
+// for longer than the RTO under manual progress, its delayed ack held meanwhile) would otherwise
+// get every packet twice, and a sleeping sender would wake for each; kept, the RTO grows past the
+// peer's delay, the next ack gives a sample, and the estimate learns it. A packet with dupthresh
+// SACKed packets above it is retransmitted early once (fast retransmit). After max_retries
+// consecutive expiries without an ack, and peer_timeout_ns without progress, the peer is declared
+// unreachable: PeerHost::unreachable is called once, the window is emptied and every later send
+// fails with -FI_EHOSTUNREACH (no hang, no retry forever).
 //
 // Receiving. Duplicates (seq below the cumulative ack or already held) are dropped and counted;
 // packets beyond the window are dropped; out-of-order packets within it are copied into a slot of
@@ -258,13 +264,11 @@ class RdmPeer {
 
   /// Packets sent and not yet cumulatively acked.
   uint32_t in_flight() const noexcept { return snd_nxt_ - snd_una_; }
-  /// The retransmission timeout now: the estimate, doubled per expiry since the last progress.
+  /// The retransmission timeout now: the estimate, doubled per expiry while the backoff lasts.
   uint64_t rto_ns() const noexcept {
-    // Exponential backoff over the estimate, one doubling per expiry without progress. Progress
-    // ends the backoff: under loss most packets are retransmitted or SACKed and give no sample
-    // (Karn), and a backoff kept until the next sample would grow to rto_max and stall the
-    // stream.
-    const uint32_t shift = std::min<uint32_t>(timeouts_, 20);
+    // Exponential backoff over the estimate, one doubling per expiry (backoff_: when it ends,
+    // acked_through and the file comment).
+    const uint32_t shift = std::min<uint32_t>(backoff_, 20);
     const uint64_t rto = std::min(rto_ << shift, sh_->cfg.rto_max_ns);
     return lossless_ ? std::max(rto, lossless_min()) : rto;
   }
@@ -330,6 +334,7 @@ class RdmPeer {
   bool unreachable_ = false;
   bool rnr_paused_ = false;
   uint32_t timeouts_ = 0;                 // consecutive RTO expiries without progress
+  uint32_t backoff_ = 0;                  // doublings of the RTO (rto_ns; acked_through ends them)
   uint32_t unacked_rx_ = 0;               // in-order packets received since our last ack
   uint64_t srtt_ = 0, rttvar_ = 0, rto_;  // rto_: the estimate, before backoff
   uint64_t rto_deadline_ = UINT64_MAX;

@@ -13,8 +13,9 @@ right after the other or at the same point of the VM's slow and fast spells (doc
 
 Prints, for every record (provider, endpoint type, mode, workload, size): each run's p50 and its
 distance to the floor of the same run when there is one, the medians of A and B, and B/A of the
-medians; then CPU per message. On a noisy 2-vCPU VM a change of a few nanoseconds does not show:
-compare instruction counts too (test/perf/cg_phases.py).
+medians; then CPU and OS wakeups per message (both processes' voluntary context switches). On a
+noisy 2-vCPU VM a change of a few nanoseconds does not show: compare instruction counts too
+(test/perf/cg_phases.py).
 """
 import argparse
 import json
@@ -81,19 +82,22 @@ def main():
             vals = [r[key] for r in runs[name] if key in r]
             p50 = [v["lat_p50_us"] for v in vals]
             over = [v["over_floor_us"] for v in vals if v.get("over_floor_us") is not None]
+            wake = [v["os_wakeups_per_msg"] for v in vals
+                    if v.get("os_wakeups_per_msg") is not None]
             med[name] = (statistics.median(p50) if p50 else None,
                          statistics.median(over) if over else None,
-                         statistics.median([v["cpu_us_per_msg"] for v in vals]) if vals else None)
+                         statistics.median([v["cpu_us_per_msg"] for v in vals]) if vals else None,
+                         statistics.median(wake) if wake else None)
             cells = " ".join(
                 fmt(v["lat_p50_us"]) + (f" ({v['over_floor_us']:+.3f})"
                                         if v.get("over_floor_us") is not None else "")
                 for v in vals)
             print(f"  {label:40s} {name}: {cells}")
-        (pa, oa, ca), (pb, ob, cb) = med["A"], med["B"]
+        (pa, oa, ca, wa), (pb, ob, cb, wb) = med["A"], med["B"]
         ratio = f"x{pb / pa:.3f}" if pa and pb else "-"
         over = f", over the floor {oa:+.3f} -> {ob:+.3f}" if oa is not None and ob is not None else ""
         print(f"  {label:40s} median {fmt(pa)} -> {fmt(pb)} ({ratio}){over}; "
-              f"CPU us/msg {fmt(ca)} -> {fmt(cb)}")
+              f"CPU us/msg {fmt(ca)} -> {fmt(cb)}; OS wakeups/msg {fmt(wa)} -> {fmt(wb)}")
 
 
 if __name__ == "__main__":

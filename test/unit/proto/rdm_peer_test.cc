@@ -362,11 +362,43 @@ TEST(RdmPeer, RttRtoKarnBackoffAndUnreachable) {
   p.pb.poll(p.now);
   p.b_to_a();
   EXPECT_EQ(p.a.sh.stats.rtt_samples, 1u);
-  // No sample, but the cumulative ack moved: the backoff ends, the estimate stays.
-  EXPECT_EQ(p.pa.rto_ns(), 1200u);
-  // Black hole: RTO doubles up to rto_max; after max_retries expiries + 1 the peer is dead.
+  // No sample and nothing left in flight: the backoff stays for the next packet (Karn)...
+  EXPECT_EQ(p.pa.rto_ns(), 2400u);
+  // ...until a packet sent once is acked: its sample ends it (400: RTTVAR 150, RTO 400 + 600).
   ASSERT_EQ(p.send(2), 0);
+  p.a_to_b();
+  p.now += 400;
+  p.pb.poll(p.now);
+  p.b_to_a();
+  EXPECT_EQ(p.a.sh.stats.rtt_samples, 2u);
+  EXPECT_EQ(p.pa.rto_ns(), 1000u);
+  // Progress with packets still in flight ends the backoff too (a stream under loss, whose
+  // packets are mostly resent and give no sample, must not stall at rto_max).
   ASSERT_EQ(p.send(3), 0);
+  ASSERT_EQ(p.send(4), 0);
+  p.a.host.out.clear();  // both lost
+  p.now += p.pa.rto_ns();
+  p.pa.poll(p.now);  // 3 resent
+  EXPECT_EQ(p.pa.rto_ns(), 2000u);
+  p.a_to_b();  // 3 arrives, its ack (delayed) moves the cumulative ack past it; 4 still out
+  p.now += 100;
+  p.pb.poll(p.now);
+  p.b_to_a();
+  EXPECT_EQ(p.pa.in_flight(), 1u);
+  EXPECT_EQ(p.a.sh.stats.rtt_samples, 2u);
+  EXPECT_EQ(p.pa.rto_ns(), 1000u);
+  p.now += p.pa.rto_ns();
+  p.pa.poll(p.now);  // 4 resent
+  p.a_to_b();
+  p.now += 100;
+  p.pb.poll(p.now);
+  p.b_to_a();
+  ASSERT_EQ(p.pa.in_flight(), 0u);
+  EXPECT_EQ(p.a.host.acks.size(), 5u);
+  EXPECT_EQ(p.pa.rto_ns(), 2000u);  // the window emptied without a sample: kept
+  // Black hole: RTO doubles up to rto_max; after max_retries expiries + 1 the peer is dead.
+  ASSERT_EQ(p.send(5), 0);
+  ASSERT_EQ(p.send(6), 0);
   std::vector<uint64_t> rtos;
   while (p.a.host.dead == 0) {
     p.a.host.out.clear();
@@ -375,11 +407,60 @@ TEST(RdmPeer, RttRtoKarnBackoffAndUnreachable) {
     p.pa.poll(p.now);
     rtos.push_back(p.pa.rto_ns());
   }
-  EXPECT_EQ(rtos, (std::vector<uint64_t>{2400, 4800, 9600, 19200, 38400}));
+  // (the fifth expiry declares the peer unreachable: nothing doubles after it)
+  EXPECT_EQ(rtos, (std::vector<uint64_t>{4000, 8000, 16000, 32000, 32000}));
   EXPECT_TRUE(p.pa.unreachable());
-  EXPECT_EQ(p.a.host.acks.size(), 2u);  // 2 and 3 were never acked
-  EXPECT_EQ(p.send(4), -FI_EHOSTUNREACH);
+  EXPECT_EQ(p.a.host.acks.size(), 5u);  // 5 and 6 were never acked
+  EXPECT_EQ(p.send(7), -FI_EHOSTUNREACH);
   EXPECT_EQ(p.pa.next_deadline(), UINT64_MAX);
+}
+
+// An application that takes each message and then works (or sleeps) longer than the RTO before it
+// calls in again, under manual progress: its ack leaves only then, with its next message, so the
+// first packets are resent once each (the receiver drops the copy and acks at once). Karn's
+// backoff, kept from one packet to the next while no sample comes, grows the RTO past that delay;
+// from then on every packet is sent once and its ack is a sample, so the estimate follows the
+// delay and the sender, asleep, is not woken by its retransmission timer every message.
+TEST(RdmPeer, APeerThatAcksLaterThanTheRtoEveryTimeIsNotResentEveryPacket) {
+  Pair p;
+  p.b.sh.cfg.ack_delay_ns = 1'000'000'000;  // b's delayed ack never fires: b's reply carries it
+  const uint64_t think = 20'000;            // b's turn-around: 20x the initial RTO
+  std::vector<uint64_t> resent;
+  for (uint32_t round = 0; round < 16; ++round) {
+    const uint64_t before = p.a.sh.stats.tx_retransmits;
+    ASSERT_EQ(p.send(round), 0);
+    p.a_to_b();  // arrives; b's application takes it, then is away for `think`
+    const uint64_t reply_at = p.now + think;
+    for (uint64_t t = p.pa.next_deadline(); t < reply_at; t = p.pa.next_deadline()) {
+      p.now = t;
+      p.pa.poll(p.now);  // a's RTO: the resent copy waits at b with the first
+    }
+    p.now = reply_at;
+    p.a_to_b();   // b calls in again: the duplicate (dropped, acked at once)...
+    RdmHeader h;  // ...and its reply, which carries the ack
+    h.kind = RdmKind::kEager;
+    h.msg_id = 1000 + round;
+    h.length = 1;
+    static const uint8_t one = 1;
+    ASSERT_EQ(p.pb.send(h, {&one, 1}, 1000 + round, p.now), 0);
+    p.now += 100;
+    p.b_to_a();
+    ASSERT_EQ(p.pa.in_flight(), 0u);
+    p.now += 100;
+    p.pa.poll(p.now);  // a's ack of the reply goes...
+    p.a_to_b();        // ...before a's next message
+    ASSERT_EQ(p.pb.in_flight(), 0u);
+    resent.push_back(p.a.sh.stats.tx_retransmits - before);
+  }
+  EXPECT_EQ(p.a.host.acks.size(), 16u);
+  EXPECT_EQ(p.b.host.delivered.size(), 16u) << "each message delivered once";
+  // 1000 ns doubled per resend: 2, 4, 8, 16, 32 us; the fifth RTO is past the 20 us turn-around.
+  uint64_t total = 0;
+  for (uint64_t r : resent) total += r;
+  EXPECT_LE(total, 5u);
+  for (size_t i = 8; i < resent.size(); ++i) EXPECT_EQ(resent[i], 0u) << "round " << i;
+  EXPECT_GE(p.pa.srtt_ns(), think / 2) << "the estimate learnt the peer's delay";
+  EXPECT_GT(p.pa.rto_ns(), think);
 }
 
 // A lossless link (a same-host peer's rings): the RTO estimate keeps following the samples, but a
