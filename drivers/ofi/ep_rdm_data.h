@@ -10,9 +10,9 @@
 //     any other bit is -FI_EINVAL;
 //   - FI_MSG / FI_TAGGED calls on an endpoint without that capability are -FI_EOPNOTSUPP, calls
 //     before fi_enable -FI_EOPBADSTATE;
-//   - a send of at most inject_size bytes is copied and completes at once (FI_INJECT_COMPLETE)
-//     unless it asks for FI_TRANSMIT_COMPLETE or FI_DELIVERY_COMPLETE; fi_inject writes no
-//     completion;
+//   - a send of at most copy_max bytes (inject_size or FI_DPDK_RDM_COPY_MAX, the larger) is
+//     copied and completes at once (FI_INJECT_COMPLETE) unless it asks for FI_TRANSMIT_COMPLETE
+//     or FI_DELIVERY_COMPLETE; fi_inject writes no completion;
 //   - sends beyond the endpoint's size limits (max_msg_size, inject_size for injects, or what the
 //     1.22 size options set) are -FI_EMSGSIZE.
 // A type describes itself with a traits struct:
@@ -145,10 +145,11 @@ struct Ops {
     s.tagged = tagged;
     s.has_data = has_data;
     s.completion = !inject && (!e->tx_selective || (flags & FI_COMPLETION));
-    // A message that fits inject_size is copied and completes at once (FI_INJECT_COMPLETE),
-    // unless the application asks for transmit or delivery completion: no ack is then waited
-    // for (nor asked at once), and the peer's reply carries it.
-    s.complete_now = b.len <= T::rdm(e).config().core.inject_size &&
+    // A message of at most copy_max bytes (inject_size or more: FI_DPDK_RDM_COPY_MAX) is copied
+    // and completes at once (FI_INJECT_COMPLETE), unless the application asks for transmit or
+    // delivery completion: no ack is then waited for (nor asked at once), and the peer's reply
+    // carries it. A longer one is sent from its buffer and completes when acknowledged.
+    s.complete_now = b.len <= T::rdm(e).config().core.copy_max &&
                      !(flags & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE));
     s.inject = inject || (flags & FI_INJECT) || s.complete_now;
     return post<T>(e, s, flags);

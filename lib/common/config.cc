@@ -23,7 +23,7 @@ namespace {
 constexpr const char* kSection = "dpdk";
 
 // The single list of keys. config/dpfab.conf must show the same defaults; a unit test checks it.
-constexpr std::array<KeyInfo, 28> kKeys{{
+constexpr std::array<KeyInfo, 29> kKeys{{
     {"config", "",
      "Path of the configuration file to read instead of the installed default (dpfab.conf)."},
     {"eal_args", "--no-huge --no-shconf --no-pci -m 48 --log-level=*:warning",
@@ -72,6 +72,12 @@ constexpr std::array<KeyInfo, 28> kKeys{{
      "memory, with no copy into an mbuf first (an external-buffer mbuf chained after the "
      "headers), on ports whose transmit copies every frame before it returns: memif (not in its "
      "zero-copy mode) and af_packet. Other ports always copy. 0 turns it off; 64 to 65535."},
+    {"rdm_copy_max", "4096",
+     "FI_EP_RDM and FI_EP_MSG: a send of at most this many bytes is copied and completes at once "
+     "(FI_INJECT_COMPLETE) unless its flags ask for transmit or delivery completion; a longer "
+     "one is sent from the application's buffer and completes when the peer acknowledged it, "
+     "which it does at once (a blocked sender is woken for that, then for the reply). Never "
+     "below the endpoint's inject_size; 0 to 65536."},
     {"shm", "on",
      "The same-host path: 'on' reaches endpoints of other processes on this host through shared "
      "memory instead of the ports (and gives a process without a port of its own a domain that "
@@ -399,6 +405,10 @@ Result<Config> load(const EnvLookup& env, const std::string& default_file) {
       if (!n) return n.error();
       if (*n != 0 && *n < 64) return bad(v, "not 0 or 64 to 65535");
       cfg.tx_extbuf_min = static_cast<uint32_t>(*n);
+    } else if (v.key == "rdm_copy_max") {
+      auto n = int_in_range(v, 0, 65'536);
+      if (!n) return n.error();
+      cfg.rdm_copy_max = static_cast<uint32_t>(*n);
     } else if (v.key == "udp_checksum") {
       if (v.text != "auto" && v.text != "on") return bad(v, "not 'auto' or 'on'");
       cfg.udp_checksum_always = v.text == "on";

@@ -81,6 +81,10 @@ struct Config {
   /// tx_extbuf_min: data of at least this many bytes leaves from the application's memory where
   /// the port allows it (proto::Link::tx_extbuf_min); 0: always copied into mbufs.
   uint32_t tx_extbuf_min = 4096;
+  /// rdm_copy_max: an RDM or MSG send of at most this many bytes is copied and completes at once
+  /// (FI_INJECT_COMPLETE) unless it asks for more; a longer one completes when the peer acked it.
+  /// Never below the endpoint's inject_size.
+  uint32_t rdm_copy_max = 4096;
   /// The same-host path (shm/node.h, fi_dpdk(7) "Same-host peers"): shm, shm_dir, shm_ring_kb,
   /// shm_cma.
   bool shm = true;

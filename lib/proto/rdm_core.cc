@@ -35,7 +35,8 @@ RdmCore::RdmCore(const CoreConfig& cfg, CoreSink* sink)
       slots_(cfg.reorder_slots, cfg.seg_size),
       tx_(cfg.tx_ops),
       tx_free_(cfg.tx_ops),
-      inject_mem_(new uint8_t[size_t{cfg.tx_ops} * cfg.inject_size]),
+      copy_size_(std::max(cfg.inject_size, cfg.copy_max)),
+      inject_mem_(new uint8_t[size_t{cfg.tx_ops} * copy_size_]),
       rx_(cfg.rx_ops),
       rx_free_(cfg.rx_ops),
       unexp_(cfg.unexpected),
@@ -70,10 +71,10 @@ Result<std::unique_ptr<RdmCore>> RdmCore::create(const CoreConfig& cfg, CoreSink
   if (validate(cfg.rel) != 0) return Error{-FI_EINVAL, "rdm: bad reliability parameters"};
   if (sink == nullptr || cfg.seg_size == 0 || cfg.seg_size > wire::kMaxPayload ||
       cfg.max_msg_size > wire::kRdmMaxLength || cfg.eager_max > cfg.max_msg_size ||
-      cfg.eager_max > (uint64_t{1} << 24) || cfg.eager_max_same_host > cfg.eager_max ||
-      cfg.tx_ops == 0 || cfg.tx_ops > 65536 || cfg.rx_ops == 0 || cfg.unexpected == 0 ||
-      cfg.unexpected_slots > cfg.unexpected || cfg.min_multi_recv == 0 ||
-      cfg.seg_size <= wire::kRdmRmaLen ||
+      cfg.copy_max > 65536 || cfg.eager_max > (uint64_t{1} << 24) ||
+      cfg.eager_max_same_host > cfg.eager_max || cfg.tx_ops == 0 || cfg.tx_ops > 65536 ||
+      cfg.rx_ops == 0 || cfg.unexpected == 0 || cfg.unexpected_slots > cfg.unexpected ||
+      cfg.min_multi_recv == 0 || cfg.seg_size <= wire::kRdmRmaLen ||
       (cfg.mrs && (cfg.stage_slots == 0 || cfg.responders == 0 || cfg.resp_queue == 0)))
     return Error{-FI_EINVAL, "rdm: bad configuration"};
   try {
@@ -123,7 +124,11 @@ ssize_t RdmCore::send(const SendOp& op, fi_addr_t peer, uint64_t now) noexcept {
   now_ = now;
   PeerState* p = state(peer);
   if (p == nullptr) return -FI_EINVAL;
-  if (op.len > cfg_.max_msg_size || (op.inject && op.len > cfg_.inject_size)) return -FI_EMSGSIZE;
+  if (op.len > cfg_.max_msg_size) return -FI_EMSGSIZE;
+  // An inject fits inject_size; a message that completes once copied, the copy slot.
+  if (op.inject &&
+      op.len > (op.kind == OpKind::kMsg && op.complete_now ? copy_size_ : cfg_.inject_size))
+    return -FI_EMSGSIZE;
   if (op.iov_count > kMaxIov || op.result_count > kMaxIov) return -FI_EINVAL;
   if (op.kind == OpKind::kAtomic) {
     if (const int r = check_atomic(op); r != 0) return r;
@@ -135,7 +140,7 @@ ssize_t RdmCore::send(const SendOp& op, fi_addr_t peer, uint64_t now) noexcept {
   TxOp& t = tx_[i];
   copy_op(t.op, op);
   t.op.dest = peer;
-  uint8_t* copy = inject_mem_.get() + size_t{i} * cfg_.inject_size;
+  uint8_t* copy = inject_mem_.get() + size_t{i} * copy_size_;
   if (op.kind == OpKind::kAtomic) {
     // The operands (then the compare values) travel in one packet, from a copy: the atomic
     // carries them whatever becomes of the application's buffers. ATOMIC_READ has none (the

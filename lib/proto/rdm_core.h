@@ -20,7 +20,8 @@
 // Completion semantics. A send completes (FI_SEND, with FI_MSG or FI_TAGGED) when every packet
 // of it is acknowledged by the peer (FI_DELIVERY_COMPLETE-like for eager data; for rendezvous
 // after the granted data is acknowledged). An inject copies the data (at most inject_size) and
-// completes as SendOp::completion says (fi_inject: never; fi_sendmsg with FI_INJECT: as asked). A
+// completes as SendOp::completion says (fi_inject: never; fi_sendmsg with FI_INJECT: as asked);
+// a message of at most copy_max bytes may be copied the same way to complete at once. A
 // receive completes (FI_RECV, FI_MSG/FI_TAGGED, FI_REMOTE_CQ_DATA when the message had data) when
 // all its bytes are in the buffer; src is the sender's fi_addr.
 //
@@ -158,6 +159,10 @@ struct CoreConfig {
   uint32_t unexpected_slots = 64;      ///< buffers of eager_max bytes for unexpected eager data
   uint32_t reorder_slots = 1024;       ///< out-of-order packet copies, shared by all peers
   uint32_t inject_size = 64;
+  /// A message send of at most copy_max bytes that asks to complete at once (SendOp::complete_now
+  /// with inject) is copied like an inject: the copy slots hold max(inject_size, copy_max) bytes.
+  /// 0: inject_size. RMA writes and atomics keep inject_size.
+  uint32_t copy_max = 0;
   uint64_t min_multi_recv = 1024;  ///< FI_OPT_MIN_MULTI_RECV
   uint64_t tx_retry_ns = 2000;     ///< after the port refused a frame, try again this much later
   uint32_t epoch = 0;              ///< this instance's epoch; 0 picks a random one
@@ -243,7 +248,8 @@ struct SendOp {
   uint64_t data = 0;  ///< with has_data only
   bool tagged = false;
   bool has_data = false;  ///< fi_senddata: remote CQ data
-  bool inject = false;    ///< copy the data now (at most inject_size bytes)
+  /// Copy the data now: at most inject_size bytes, or copy_max for a message with complete_now.
+  bool inject = false;
   /// Write a completion on success. Errors complete too, except for an inject without one
   /// (fi_inject: no context to report it with).
   bool completion = true;
@@ -603,7 +609,8 @@ class RdmCore final : private PeerHost {
   std::vector<PeerState*> active_;
   std::vector<TxOp> tx_;
   FreeList tx_free_;
-  std::unique_ptr<uint8_t[]> inject_mem_;  // tx_ops * inject_size
+  uint32_t copy_size_;                     // a copy slot: max(inject_size, copy_max)
+  std::unique_ptr<uint8_t[]> inject_mem_;  // tx_ops copy slots (touched as used: LIFO free list)
   std::vector<RxOp> rx_;
   FreeList rx_free_;
   IndexFifo<std::vector<RxOp>> posted_msg_, posted_tagged_;

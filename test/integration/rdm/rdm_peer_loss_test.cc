@@ -351,7 +351,9 @@ class RdmPeerLoss : public ::testing::Test {
   };
   Outstanding start_outstanding() {
     Outstanding o;
-    static uint8_t big[4][kBig], norecv[2][2 * 1024 * 1024], small[16][4096];
+    // small: above FI_DPDK_RDM_COPY_MAX (4096), so they complete when acknowledged (a copied
+    // send completes at once, and its peer's death can no longer be reported).
+    static uint8_t big[4][kBig], norecv[2][2 * 1024 * 1024], small[16][8192];
     static uint8_t from_peer[kBig], never[4096], untagged[kEchoMax];
     static char cmd[sizeof(kSendBig)];
     std::memcpy(cmd, kSendBig, sizeof(kSendBig));
@@ -391,7 +393,7 @@ class RdmPeerLoss : public ::testing::Test {
   }
   // Sends posted after the peer died: they cannot succeed.
   void more_sends(Outstanding& o) {
-    static uint8_t small[8][4096], rdv[1024 * 1024];
+    static uint8_t small[8][8192], rdv[1024 * 1024];  // small: above the copy limit (above)
     for (auto& b : small) {
       ssize_t r =
           post([&] { return fi_tsend(node_.ep, b, sizeof(b), nullptr, peer_addr_, kTagSmall, b); });

@@ -744,6 +744,63 @@ TEST(RdmCore, InjectCompleteCompletesAtOnceAndOnlyOnce) {
   EXPECT_EQ(net.node(0).done.size(), 1u);  // no second completion at the ack
 }
 
+// CoreConfig::copy_max (FI_DPDK_RDM_COPY_MAX): a message of up to copy_max bytes that asks to
+// complete at once is copied into its op's slot, beyond inject_size and over several segments,
+// and completes before anything is acknowledged; the peer asks for no immediate ack of it. A
+// longer one must not ask (-FI_EMSGSIZE), and a plain inject stays within inject_size.
+TEST(RdmCore, AMessageUpToCopyMaxCompletesOnceCopied) {
+  CoreConfig cfg = test_config();
+  cfg.inject_size = 64;
+  cfg.copy_max = 3000;    // three segments of 1024
+  cfg.rel.ack_every = 8;  // no ack for the count of packets: only a delayed or an asked one
+  Net net(2, cfg, 22);
+  int ack_req = 0, data = 0;  // node 0's data packets, and those that ask for an ack at once
+  net.on_send = [&](int from, int, const RdmHeader& h) {
+    if (from != 0 || h.kind != dpfab::wire::RdmKind::kEager) return;
+    ++data;
+    ack_req += (h.flags & dpfab::wire::kRdmAckReq) != 0;
+  };
+  std::vector<uint8_t> rx(4096);
+  ASSERT_EQ(net.core(1).recv(recv_op(rx, &rx), net.now()), 0);
+  std::vector<uint8_t> tx = pattern(10, 3000);
+  SendOp s = send_op(1, tx, &tx);
+  s.inject = s.complete_now = true;
+  ASSERT_EQ(net.core(0).send(s, net.now()), 0);
+  ASSERT_EQ(net.node(0).done.size(), 1u);  // before anything was acknowledged
+  EXPECT_EQ(net.node(0).done[0].err, 0);
+  EXPECT_EQ(net.node(0).done[0].len, 3000u);
+  std::fill(tx.begin(), tx.end(), 0);  // the application's buffer is its own again
+  ASSERT_TRUE(
+      net.run([&] { return net.node(1).done.size() == 1 && net.core(0).tx_in_use() == 0; }));
+  // Its ack was left to the receiver's delayed ack (or a reply): none was asked at once.
+  EXPECT_EQ(data, 3);
+  EXPECT_EQ(ack_req, 0);
+  EXPECT_EQ(net.node(1).done[0].len, 3000u);
+  EXPECT_EQ(std::vector<uint8_t>(rx.begin(), rx.begin() + 3000), pattern(10, 3000));
+  EXPECT_EQ(net.node(0).done.size(), 1u);  // no second completion at the ack
+  // The same message sent from its buffer (no complete_now) asks for its ack at once.
+  ASSERT_EQ(net.core(1).recv(recv_op(rx, &rx), net.now()), 0);
+  tx = pattern(11, 3000);
+  ASSERT_EQ(net.core(0).send(send_op(1, tx, &tx), net.now()), 0);
+  EXPECT_EQ(net.node(0).done.size(), 1u);
+  ASSERT_TRUE(
+      net.run([&] { return net.node(1).done.size() == 2 && net.node(0).done.size() == 2; }));
+  EXPECT_EQ(data, 6);
+  EXPECT_EQ(ack_req, 1);  // its last packet
+  // Beyond the slot, or a plain inject (no complete_now) beyond inject_size: refused.
+  std::vector<uint8_t> big(3001), mid(65);
+  SendOp b = send_op(1, big, &big);
+  b.inject = b.complete_now = true;
+  EXPECT_EQ(net.core(0).send(b, net.now()), -FI_EMSGSIZE);
+  SendOp m = send_op(1, mid, &mid);
+  m.inject = true;
+  EXPECT_EQ(net.core(0).send(m, net.now()), -FI_EMSGSIZE);
+  // A bad copy_max is refused when the core is made.
+  cfg.copy_max = 65537;
+  Capture cap;
+  EXPECT_EQ(RdmCore::create(cfg, &cap).code(), -FI_EINVAL);
+}
+
 TEST(RdmCore, ManyToOneOverALossyLinkKeepsEachSendersOrder) {
   LinkModel m;
   m.loss_ppm = 30'000;
