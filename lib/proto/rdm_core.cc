@@ -35,8 +35,7 @@ RdmCore::RdmCore(const CoreConfig& cfg, CoreSink* sink)
       slots_(cfg.reorder_slots, cfg.seg_size),
       tx_(cfg.tx_ops),
       tx_free_(cfg.tx_ops),
-      copy_size_(std::max(cfg.inject_size, cfg.copy_max)),
-      inject_mem_(new uint8_t[size_t{cfg.tx_ops} * copy_size_]),
+      inject_mem_(new uint8_t[size_t{cfg.tx_ops} * std::max(cfg.inject_size, cfg.copy_max)]),
       rx_(cfg.rx_ops),
       rx_free_(cfg.rx_ops),
       unexp_(cfg.unexpected),
@@ -56,6 +55,7 @@ RdmCore::RdmCore(const CoreConfig& cfg, CoreSink* sink)
   cfg_.atomic_max = std::min(
       {cfg.atomic_max, cfg.inject_size, cfg.seg_size - static_cast<uint32_t>(wire::kRdmRmaLen)});
   if (cfg_.eager_max_same_host == 0) cfg_.eager_max_same_host = cfg_.eager_max;
+  cfg_.copy_max = std::max(cfg.inject_size, cfg.copy_max);  // a copy slot's size (inject_mem_)
   shared_.host = this;
   shared_.cfg = cfg.rel;
   shared_.slots = &slots_;
@@ -127,7 +127,7 @@ ssize_t RdmCore::send(const SendOp& op, fi_addr_t peer, uint64_t now) noexcept {
   if (op.len > cfg_.max_msg_size) return -FI_EMSGSIZE;
   // An inject fits inject_size; a message that completes once copied, the copy slot.
   if (op.inject &&
-      op.len > (op.kind == OpKind::kMsg && op.complete_now ? copy_size_ : cfg_.inject_size))
+      op.len > (op.kind == OpKind::kMsg && op.complete_now ? cfg_.copy_max : cfg_.inject_size))
     return -FI_EMSGSIZE;
   if (op.iov_count > kMaxIov || op.result_count > kMaxIov) return -FI_EINVAL;
   if (op.kind == OpKind::kAtomic) {
@@ -140,7 +140,7 @@ ssize_t RdmCore::send(const SendOp& op, fi_addr_t peer, uint64_t now) noexcept {
   TxOp& t = tx_[i];
   copy_op(t.op, op);
   t.op.dest = peer;
-  uint8_t* copy = inject_mem_.get() + size_t{i} * copy_size_;
+  uint8_t* copy = inject_mem_.get() + size_t{i} * cfg_.copy_max;
   if (op.kind == OpKind::kAtomic) {
     // The operands (then the compare values) travel in one packet, from a copy: the atomic
     // carries them whatever becomes of the application's buffers. ATOMIC_READ has none (the

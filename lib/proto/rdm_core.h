@@ -609,8 +609,8 @@ class RdmCore final : private PeerHost {
   std::vector<PeerState*> active_;
   std::vector<TxOp> tx_;
   FreeList tx_free_;
-  uint32_t copy_size_;                     // a copy slot: max(inject_size, copy_max)
-  std::unique_ptr<uint8_t[]> inject_mem_;  // tx_ops copy slots (touched as used: LIFO free list)
+  // tx_ops copy slots of cfg_.copy_max bytes (touched as used: LIFO free list).
+  std::unique_ptr<uint8_t[]> inject_mem_;
   std::vector<RxOp> rx_;
   FreeList rx_free_;
   IndexFifo<std::vector<RxOp>> posted_msg_, posted_tagged_;

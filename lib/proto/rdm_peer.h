@@ -268,8 +268,7 @@ class RdmPeer {
   uint64_t rto_ns() const noexcept {
     // Exponential backoff over the estimate, one doubling per expiry (backoff_: when it ends,
     // acked_through and the file comment).
-    const uint32_t shift = std::min<uint32_t>(backoff_, 20);
-    const uint64_t rto = std::min(rto_ << shift, sh_->cfg.rto_max_ns);
+    const uint64_t rto = std::min(rto_ << backoff_, sh_->cfg.rto_max_ns);
     return lossless_ ? std::max(rto, lossless_min()) : rto;
   }
   uint64_t lossless_min() const noexcept {
@@ -333,9 +332,9 @@ class RdmPeer {
   uint16_t peer_window_;     // the peer's last advertised window
   bool unreachable_ = false;
   bool rnr_paused_ = false;
-  uint32_t timeouts_ = 0;                 // consecutive RTO expiries without progress
-  uint32_t backoff_ = 0;                  // doublings of the RTO (rto_ns; acked_through ends them)
-  uint32_t unacked_rx_ = 0;               // in-order packets received since our last ack
+  uint32_t timeouts_ = 0;    // consecutive RTO expiries without progress
+  uint32_t backoff_ = 0;     // doublings of the RTO, <= 20 (poll; acked_through ends them)
+  uint32_t unacked_rx_ = 0;  // in-order packets received since our last ack
   uint64_t srtt_ = 0, rttvar_ = 0, rto_;  // rto_: the estimate, before backoff
   uint64_t rto_deadline_ = UINT64_MAX;
   uint64_t ack_deadline_ = UINT64_MAX;

@@ -123,6 +123,13 @@ struct Pair {
     b.host.out.clear();
     for (auto& s : q) pa.on_frame(s.h, s.data, now);
   }
+  // a's frames reach b; `delay` later b's timers run (its delayed ack) and b's frames reach a.
+  void round_trip(uint64_t delay) {
+    a_to_b();
+    now += delay;
+    pb.poll(now);
+    b_to_a();
+  }
 };
 
 }  // namespace
@@ -344,10 +351,7 @@ TEST(RdmPeer, StaleEpochAndBogusAcksAreDropped) {
 TEST(RdmPeer, RttRtoKarnBackoffAndUnreachable) {
   Pair p;
   ASSERT_EQ(p.send(0), 0);
-  p.a_to_b();
-  p.now += 400;      // round trip 400 ns
-  p.pb.poll(p.now);  // delayed ack
-  p.b_to_a();
+  p.round_trip(400);  // round trip 400 ns, the delayed ack
   EXPECT_EQ(p.pa.srtt_ns(), 400u);
   EXPECT_EQ(p.pa.rto_ns(), 400u + 4 * 200);  // SRTT + 4 RTTVAR, RTTVAR = R/2
   // Karn: a retransmitted packet's ack gives no sample.
@@ -357,19 +361,13 @@ TEST(RdmPeer, RttRtoKarnBackoffAndUnreachable) {
   p.pa.poll(p.now);
   EXPECT_EQ(p.a.sh.stats.rto_expiries, 1u);
   EXPECT_EQ(p.pa.rto_ns(), 2400u);  // doubled
-  p.a_to_b();
-  p.now += 5000;
-  p.pb.poll(p.now);
-  p.b_to_a();
+  p.round_trip(5000);
   EXPECT_EQ(p.a.sh.stats.rtt_samples, 1u);
   // No sample and nothing left in flight: the backoff stays for the next packet (Karn)...
   EXPECT_EQ(p.pa.rto_ns(), 2400u);
   // ...until a packet sent once is acked: its sample ends it (400: RTTVAR 150, RTO 400 + 600).
   ASSERT_EQ(p.send(2), 0);
-  p.a_to_b();
-  p.now += 400;
-  p.pb.poll(p.now);
-  p.b_to_a();
+  p.round_trip(400);
   EXPECT_EQ(p.a.sh.stats.rtt_samples, 2u);
   EXPECT_EQ(p.pa.rto_ns(), 1000u);
   // Progress with packets still in flight ends the backoff too (a stream under loss, whose
@@ -380,19 +378,13 @@ TEST(RdmPeer, RttRtoKarnBackoffAndUnreachable) {
   p.now += p.pa.rto_ns();
   p.pa.poll(p.now);  // 3 resent
   EXPECT_EQ(p.pa.rto_ns(), 2000u);
-  p.a_to_b();  // 3 arrives, its ack (delayed) moves the cumulative ack past it; 4 still out
-  p.now += 100;
-  p.pb.poll(p.now);
-  p.b_to_a();
+  p.round_trip(100);  // 3 arrives, its delayed ack moves the cumulative ack past it; 4 still out
   EXPECT_EQ(p.pa.in_flight(), 1u);
   EXPECT_EQ(p.a.sh.stats.rtt_samples, 2u);
   EXPECT_EQ(p.pa.rto_ns(), 1000u);
   p.now += p.pa.rto_ns();
   p.pa.poll(p.now);  // 4 resent
-  p.a_to_b();
-  p.now += 100;
-  p.pb.poll(p.now);
-  p.b_to_a();
+  p.round_trip(100);
   ASSERT_EQ(p.pa.in_flight(), 0u);
   EXPECT_EQ(p.a.host.acks.size(), 5u);
   EXPECT_EQ(p.pa.rto_ns(), 2000u);  // the window emptied without a sample: kept
@@ -473,10 +465,7 @@ TEST(RdmPeer, ALosslessLinkRetransmitsNoSoonerThanItsFloor) {
   p.pa.set_lossless();
   EXPECT_TRUE(p.pa.lossless());
   ASSERT_EQ(p.send(0), 0);
-  p.a_to_b();
-  p.now += 400;
-  p.pb.poll(p.now);
-  p.b_to_a();
+  p.round_trip(400);
   EXPECT_EQ(p.pa.srtt_ns(), 400u);    // the estimate as on any link...
   EXPECT_EQ(p.pa.rto_ns(), 50'000u);  // ...under the floor
   ASSERT_EQ(p.send(1), 0);
@@ -490,10 +479,7 @@ TEST(RdmPeer, ALosslessLinkRetransmitsNoSoonerThanItsFloor) {
   p.pa.poll(p.now);
   EXPECT_EQ(p.a.sh.stats.rto_expiries, 1u);
   ASSERT_EQ(p.a.host.out.size(), 1u) << "still recovered";
-  p.a_to_b();
-  p.now += 400;
-  p.pb.poll(p.now);
-  p.b_to_a();
+  p.round_trip(400);
   EXPECT_EQ(p.a.host.acks.size(), 2u);
   // A floor above rto_max is rto_max; a black hole still ends unreachable.
   p.a.sh.cfg.lossless_rto_min_ns = p.a.sh.cfg.rto_max_ns * 2;
@@ -513,10 +499,7 @@ TEST(RdmPeer, ALosslessLinkRetransmitsNoSoonerThanItsFloor) {
 TEST(RdmPeer, ALateAckAfterASpuriousRtoCausesNoFastRetransmits) {
   Pair p;
   ASSERT_EQ(p.send(0), 0);  // one round trip first: min_rtt = 400
-  p.a_to_b();
-  p.now += 400;
-  p.pb.poll(p.now);
-  p.b_to_a();
+  p.round_trip(400);
   p.b.sh.cfg.ack_every = 1;  // one ack per packet: the first names the oldest alone
   for (uint32_t c = 1; c <= 5; ++c) ASSERT_EQ(p.send(c), 0);  // one burst, one send time
   p.a_to_b();  // all arrive; b's acks are held back (late)
