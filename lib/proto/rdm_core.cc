@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <random>
@@ -95,6 +97,13 @@ int RdmCore::add_peer(fi_addr_t addr) noexcept {
       // peer reallocated (and copied) the whole array on every first contact.
       if (active_.capacity() < peer_count_ + 1)
         active_.reserve(std::max({2 * active_.capacity(), peer_count_ + 1, size_t{16}}));
+      // Once the timer heap was needed (activate), room in it for every peer, grown as active_.
+      if (shared_.timers.capacity() != 0 &&
+          std::min(shared_.timers.capacity(), shared_.moved.capacity()) < peer_count_ + 1) {
+        const size_t n = std::max(2 * shared_.timers.capacity(), peer_count_ + 1);
+        shared_.timers.reserve(n);
+        shared_.moved.reserve(n);
+      }
       peers_[addr] = std::make_unique<PeerState>(&shared_, addr);
       ++peer_count_;
     }
@@ -229,6 +238,7 @@ bool RdmCore::try_send_now(PeerState& p, uint32_t i, uint64_t now) noexcept {
   }
   const RdmHeader h = eager_header(t, t.op.len);
   const bool sent = p.rel.send(h, {static_cast<const uint8_t*>(t.op.buf), t.op.len}, i, now) == 0;
+  timers_moved(p.rel);
   p.rdv_turn = !p.rdv_turn;  // as pump() after an attempt
   if (p.rma) p.rma->read_turn = true;
   if (!sent) return false;
@@ -292,7 +302,9 @@ bool RdmCore::send_eager_segment(PeerState& p, uint32_t i, uint64_t now) noexcep
         h.offset = reinterpret_cast<uintptr_t>(d.data());
       }
     }
-    if (p.rel.send(h, {}, i, now) != 0) return false;
+    const int r = p.rel.send(h, {}, i, now);
+    timers_moved(p.rel);
+    if (r != 0) return false;
     if (h.flags & wire::kRdmRef) ++stats_.ref_sent;
     ++t.unacked;
     ++p.awaiting_cts;
@@ -302,7 +314,9 @@ bool RdmCore::send_eager_segment(PeerState& p, uint32_t i, uint64_t now) noexcep
   }
   const std::span<const uint8_t> d = data_at(t, t.next_off, cfg_.seg_size);
   const RdmHeader h = eager_header(t, d.size());
-  if (p.rel.send(h, d, i, now) != 0) return false;
+  const int r = p.rel.send(h, d, i, now);
+  timers_moved(p.rel);
+  if (r != 0) return false;
   ++t.unacked;
   t.next_off += d.size();
   if (t.next_off == t.op.len) {
@@ -323,7 +337,9 @@ bool RdmCore::send_rdv_segment(PeerState& p, uint32_t i, uint64_t now) noexcept 
   const std::span<const uint8_t> d =
       data_at(t, t.next_off, std::min<uint64_t>(seg, t.granted - t.next_off));
   if (t.next_off + d.size() == t.granted && wants_ack(t)) h.flags |= wire::kRdmAckReq;
-  if (p.rel.send(h, d, i, now) != 0) return false;
+  const int r = p.rel.send(h, d, i, now);
+  timers_moved(p.rel);
+  if (r != 0) return false;
   ++t.unacked;
   t.next_off += d.size();
   p.rdvq.pop_front(tx_);
@@ -457,11 +473,13 @@ void RdmCore::on_frame(fi_addr_t src, const RdmHeader& h, std::span<const uint8_
     if (p->rel.is_restart(h)) restart(*p, src, h);
     activate(*p);
     p->rel.on_frame(h, d, now);
+    timers_moved(p->rel);
   }
   pump_cts(now);
   pump_resp(now);
   pump(*p, now);
   p->rel.keepalive(expecting(*p), now);
+  timers_moved(p->rel);
 }
 
 bool RdmCore::try_receive_now(PeerState& p, const RdmHeader& h, std::span<const uint8_t> d,
@@ -483,6 +501,7 @@ bool RdmCore::try_receive_now(PeerState& p, const RdmHeader& h, std::span<const 
   // In on_frame's order: the packet's ack fields first (send completions; the sink does not call
   // back, so the receive found above stays posted), then the delivery, then the stream moves on.
   p.rel.take_next(h, now);
+  timers_moved(p.rel);
   list.remove(rx_, r, prev);
   RxOp& x = rx_[r];
   x.from = from;
@@ -495,6 +514,7 @@ bool RdmCore::try_receive_now(PeerState& p, const RdmHeader& h, std::span<const 
   copy_to_rx(x, 0, d);
   complete_rx(r, 0);
   p.rel.delivered_next(h, now);
+  timers_moved(p.rel);
   return true;
 }
 
@@ -510,6 +530,7 @@ void RdmCore::progress(uint64_t now) noexcept {
   for (PeerState* p : active_) {
     p->rel.poll(now);
     p->rel.keepalive(expecting(*p), now);
+    timers_moved(p->rel);
   }
   pump_cts(now);
   pump_resp(now);
@@ -519,23 +540,72 @@ void RdmCore::progress(uint64_t now) noexcept {
     if (p->rel.next_deadline() == UINT64_MAX && p->sendq.empty() && p->rdvq.empty() &&
         !expecting(*p) && (!p->rma || p->rma->readq.empty())) {
       p->active = false;  // idle: nothing to time, send or wait for
+      if (shared_.heap_on) shared_.untrack(&p->rel);
     } else {
       active_[keep++] = p;
     }
   }
   active_.resize(keep);
+  if (shared_.heap_on && keep <= RdmShared::kTimerHeapTo) timer_heap_off();
 }
 
-uint64_t RdmCore::next_deadline() const noexcept {
-  uint64_t d = tx_blocked_ ? now_ + cfg_.tx_retry_ns : UINT64_MAX;
-  for (const PeerState* p : active_) d = std::min(d, p->rel.next_deadline());
-  return d;
+void RdmCore::timer_heap_off() noexcept {
+  if (!shared_.heap_on) return;
+  for (PeerState* p : active_) shared_.untrack(&p->rel);
+  shared_.turn_off();
+}
+
+// Out of line: next_deadline's usual path (a few peers, visited) saves no registers for it.
+[[gnu::noinline]] uint64_t RdmCore::settled_earliest() noexcept {
+  shared_.settle();
+  return shared_.timers.earliest();
+}
+
+uint64_t RdmCore::next_deadline() noexcept {
+  // RdmEndpoint::finish reads this after every call into the core: the peers' timers are kept in
+  // order (RdmShared::timers) where this visited every active peer, O(peers in flight) per
+  // message (an all-to-all of 64 ranks: 63 of them).
+  uint64_t earliest = UINT64_MAX;
+  if (!shared_.heap_on) [[likely]] {
+    for (const PeerState* p : active_) earliest = std::min(earliest, p->rel.next_deadline());
+  } else {
+    earliest = settled_earliest();
+  }
+#ifdef __SANITIZE_ADDRESS__
+  // The ASan build (scripts/test.sh) checks the heap against that visit: a timer is set only on
+  // an active peer (progress() runs only theirs), and the heap holds each one as it is.
+  uint64_t visit = UINT64_MAX;
+  for (const PeerState* p : active_) visit = std::min(visit, p->rel.next_deadline());
+  if (visit != earliest) {
+    std::fprintf(stderr, "rdm: earliest timer %llu, the active peers' %llu\n",
+                 static_cast<unsigned long long>(earliest), static_cast<unsigned long long>(visit));
+    std::abort();
+  }
+#endif
+  const uint64_t d = tx_blocked_ ? now_ + cfg_.tx_retry_ns : UINT64_MAX;
+  return std::min(d, earliest);
 }
 
 void RdmCore::activate(PeerState& p) noexcept {
   if (p.active) return;
   p.active = true;
   active_.push_back(&p);  // reserved to the number of peers in add_peer: no allocation
+  if (shared_.heap_on) {
+    shared_.track(&p.rel);
+  } else if (active_.size() > RdmShared::kTimerHeapFrom) {
+    // Room for every peer, made the first time (24 bytes a peer: not spent on a core that never
+    // has this many peers in flight). Without it, next_deadline keeps visiting the active peers.
+    if (std::min(shared_.timers.capacity(), shared_.moved.capacity()) < peer_count_) {
+      try {
+        shared_.timers.reserve(peer_count_);
+        shared_.moved.reserve(peer_count_);
+      } catch (const std::bad_alloc&) {
+        return;
+      }
+    }
+    shared_.heap_on = true;
+    for (PeerState* q : active_) shared_.track(&q->rel);
+  }
 }
 
 void RdmCore::restart(PeerState& p, fi_addr_t addr, const RdmHeader& first) noexcept {
@@ -555,7 +625,10 @@ void RdmCore::restart(PeerState& p, fi_addr_t addr, const RdmHeader& first) noex
 void RdmCore::flush_acks(uint64_t now) noexcept {
   now_ = now;
   for (auto& p : peers_)
-    if (p) p->rel.flush_ack(now);
+    if (p) {
+      p->rel.flush_ack(now);
+      timers_moved(p->rel);
+    }
 }
 
 void RdmCore::unreachable(fi_addr_t peer) noexcept { fail_peer(peer, FI_EHOSTUNREACH); }
@@ -585,6 +658,7 @@ void RdmCore::fresh_rel(PeerState& p, fi_addr_t addr) noexcept {
   p.rel.~RdmPeer();
   new (&p.rel) RdmPeer(&shared_, addr);
   if (p.lossless) p.rel.set_lossless();
+  if (shared_.heap_on && p.active) shared_.track(&p.rel);  // activate() will not see it again
 }
 
 void RdmCore::renew_peer(fi_addr_t peer, uint64_t now) noexcept {
@@ -602,7 +676,10 @@ void RdmCore::renew_peer(fi_addr_t peer, uint64_t now) noexcept {
 
 void RdmCore::lose_peer(fi_addr_t peer, uint64_t now) noexcept {
   now_ = now;
-  if (PeerState* p = state(peer)) p->rel.lose();
+  if (PeerState* p = state(peer)) {
+    p->rel.lose();
+    timers_moved(p->rel);
+  }
 }
 
 void RdmCore::fail_peer(fi_addr_t peer, int err) noexcept {
@@ -675,7 +752,8 @@ void RdmCore::abort(int err) noexcept {
       complete_rx(r, err);
     }
   // What involves each peer fails as if it were unreachable, and nothing of it is resent: its
-  // reliability state starts afresh.
+  // reliability state starts afresh (untracked: the timer heap is off until peers are active).
+  timer_heap_off();
   for (fi_addr_t a = 0; a < peers_.size(); ++a) {
     PeerState* p = peers_[a].get();
     if (p == nullptr) continue;

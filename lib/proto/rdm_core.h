@@ -409,8 +409,9 @@ class RdmCore final : private PeerHost {
   /// Sends every delayed ack now (before the endpoint closes: a peer whose last message we
   /// received must learn so, or it retransmits until it declares us unreachable).
   void flush_acks(uint64_t now) noexcept;
-  /// Earliest time progress() has timer work, or UINT64_MAX.
-  uint64_t next_deadline() const noexcept;
+  /// Earliest time progress() has timer work, or UINT64_MAX. O(1): the peers' timers are kept in
+  /// order as they move (RdmShared::timers).
+  uint64_t next_deadline() noexcept;
   /// FI_EP_MSG (msg_endpoint.h), when its connection ends: every operation in progress completes
   /// with `err` (FI_ECANCELED, FI_EHOSTUNREACH): sends queued or in flight, receives posted or
   /// bound to a message (a FI_MULTI_RECV buffer reports FI_MULTI_RECV with its last one);
@@ -482,6 +483,15 @@ class RdmCore final : private PeerHost {
   // We wait on the peer: a CTS, or the rest of one of its messages.
   bool expecting(const PeerState& p) const noexcept;
   void activate(PeerState& p) noexcept;
+  void timer_heap_off() noexcept;        // RdmShared::timers: every peer untracked
+  uint64_t settled_earliest() noexcept;  // RdmShared::timers, settled: its earliest
+  // After every call into a peer's reliability layer that may move one of its timers (send,
+  // on_frame, take_next, delivered_next, poll, keepalive, flush_ack, lose): RdmShared::timers
+  // follows while it is on. The ASan build checks that none was left out (next_deadline).
+  void timers_moved(RdmPeer& r) noexcept {
+    if (shared_.heap_on) [[unlikely]]
+      shared_.list(&r);
+  }
   void pump(PeerState& p, uint64_t now) noexcept;
   void pump_cts(uint64_t now) noexcept;
   ssize_t post_multi(const RecvOp& op) noexcept;

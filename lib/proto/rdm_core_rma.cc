@@ -116,7 +116,9 @@ bool RdmCore::send_rma(PeerState& p, uint32_t i, uint64_t now) noexcept {
     default:
       return false;
   }
-  if (p.rel.send(h, d, i, now) != 0) return false;
+  const int sent = p.rel.send(h, d, i, now);
+  timers_moved(p.rel);
+  if (sent != 0) return false;
   ++t.unacked;
   if (t.op.kind == OpKind::kWrite) t.next_off += d.size();
   if (t.op.kind == OpKind::kWrite && t.next_off < t.op.len) return true;
@@ -239,10 +241,10 @@ void RdmCore::pump_resp(uint64_t now) noexcept {
     const std::span<const uint8_t> d = r.stage != kNone
                                            ? std::span<const uint8_t>(stage_mem(r.stage), r.len)
                                            : std::span<const uint8_t>();
-    if (p->rel.send(h, d, r.stage != kNone ? kStageCookie | r.stage : kNone, now) != 0) {
-      break;  // the port refused it: this one and the rest wait
-    }
-    activate(*p);  // its RTO runs now
+    const int sent = p->rel.send(h, d, r.stage != kNone ? kStageCookie | r.stage : kNone, now);
+    timers_moved(p->rel);
+    if (sent != 0) break;  // the port refused it: this one and the rest wait
+    activate(*p);          // its RTO runs now
   }
   for (; k < resp_q_.size(); ++k) resp_q_[keep++] = resp_q_[k];
   resp_q_.resize(keep);
@@ -364,7 +366,9 @@ bool RdmCore::send_read_segment(PeerState& p, uint64_t now) noexcept {
   if (x.off + n == x.len) h.flags = wire::kRdmAckReq;
   const std::span<const uint8_t> d =
       n ? std::span<const uint8_t>(stage_mem(slot), n) : std::span<const uint8_t>();
-  if (p.rel.send(h, d, n ? kStageCookie | slot : kNone, now) != 0) {
+  const int sent = p.rel.send(h, d, n ? kStageCookie | slot : kNone, now);
+  timers_moved(p.rel);
+  if (sent != 0) {
     if (slot != kNone) stage_free_.put(slot);
     return false;
   }

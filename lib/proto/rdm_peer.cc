@@ -63,6 +63,9 @@ RdmPeer::RdmPeer(RdmShared* shared, fi_addr_t addr) noexcept
 }
 
 RdmPeer::~RdmPeer() {
+  // restart(): the new instance starts without timers.
+  if (timer_state_ == kListed || timer_state_ == kListedIdle) std::erase(sh_->moved, this);
+  sh_->timers.set(&timer_at_, UINT64_MAX);
   if (!hot_) return;
   for (int32_t& s : hot_->rx_slot)
     if (s >= 0) sh_->slots->put(s);
@@ -447,7 +450,7 @@ void RdmPeer::poll(uint64_t now) noexcept {
       return;
     }
     timeouts_ = std::min(timeouts_, sh_->cfg.max_retries + 1);
-    backoff_ = std::min(backoff_ + 1, uint32_t{20});  // the RTO doubles (rto_ns)
+    backoff_ = static_cast<uint16_t>(std::min(backoff_ + 1, 20));  // the RTO doubles (rto_ns)
     // Only the oldest packet goes again (RFC 6298 5.4). The peer may only have been slow (a
     // descheduled process under manual progress): then the others arrive and nothing is sent
     // twice. If they were lost, the ack of this one makes loss detection resend them.

@@ -78,6 +78,7 @@
 #include <span>
 #include <vector>
 
+#include "proto/timer_heap.h"
 #include "wire/rdm.h"
 
 namespace dpfab::proto::rdm {
@@ -170,6 +171,8 @@ struct ReliabilityStats {
   uint64_t rto_estimate_max_ns = 0;  ///< the largest RTO computed from samples (before backoff)
 };
 
+class RdmPeer;
+
 /// What the peers of one endpoint share.
 struct RdmShared {
   PeerHost* host = nullptr;
@@ -177,6 +180,23 @@ struct RdmShared {
   uint32_t epoch = 1;  ///< ours, never 0
   RxSlotPool* slots = nullptr;
   ReliabilityStats stats;
+  // The peers' timers in order, once many peers are active, so that RdmCore::next_deadline (read
+  // after every call into the core) costs the same with one peer in flight as with hundreds.
+  // RdmCore turns it on when more than kTimerHeapFrom peers are active, and off again when
+  // progress() leaves kTimerHeapTo or fewer (a visit of that many costs less than the upkeep).
+  // While on, the active peers are tracked: RdmCore lists a peer in `moved` after every call into
+  // it that may move a timer (RdmCore::timers_moved: one flag read while the heap is off), and
+  // settle() puts those peers' timers in place, once per read. Room for every peer in both is
+  // reserved when it is first turned on, and as peers are added after (RdmCore::add_peer).
+  static constexpr size_t kTimerHeapFrom = 8, kTimerHeapTo = 2;
+  bool heap_on = false;
+  TimerHeap timers;
+  std::vector<RdmPeer*> moved;
+  void list(RdmPeer* p) noexcept;  // p's timers may have moved (heap on)
+  void settle() noexcept;
+  void track(RdmPeer* p) noexcept;    // p became active (heap on): its timer into the heap
+  void untrack(RdmPeer* p) noexcept;  // p left the active peers (heap on): no timer of its own
+  void turn_off() noexcept;           // untracks every peer; the active ones with `untracked`
 };
 
 /// One remote endpoint's reliability state. Cold (never sent to or heard from) it is this object
@@ -300,6 +320,11 @@ class RdmPeer {
   };
 
   class Delivered;
+  friend struct RdmShared;  // list(), settle(), track(), untrack(), turn_off()
+  // timer_state_: untracked (the heap is off, or the peer is not active), tracked (its entry in
+  // the heap is its next_deadline), listed in RdmShared::moved (the entry is settled at the next
+  // read), listed and no longer active since.
+  static constexpr uint8_t kUntracked = 0, kTracked = 1, kListed = 2, kListedIdle = 3;
 
   bool ensure_hot() noexcept;
   void fill_ack(wire::RdmHeader& h) const noexcept;
@@ -333,7 +358,9 @@ class RdmPeer {
   bool unreachable_ = false;
   bool rnr_paused_ = false;
   uint32_t timeouts_ = 0;    // consecutive RTO expiries without progress
-  uint32_t backoff_ = 0;     // doublings of the RTO, <= 20 (poll; acked_through ends them)
+  uint16_t backoff_ = 0;     // doublings of the RTO, <= 20 (poll; acked_through ends them)
+  bool lossless_ = false;    // set_lossless()
+  uint8_t timer_state_ = 0;  // RdmShared::timers: kUntracked, kTracked, kListed, kListedIdle
   uint32_t unacked_rx_ = 0;  // in-order packets received since our last ack
   uint64_t srtt_ = 0, rttvar_ = 0, rto_;  // rto_: the estimate, before backoff
   uint64_t rto_deadline_ = UINT64_MAX;
@@ -343,8 +370,48 @@ class RdmPeer {
   uint64_t last_heard_ = 0;   // last valid frame from the peer
   uint64_t stall_since_ = 0;  // since when our oldest unacked packet waits (progress resets it)
   uint64_t probe_deadline_ = UINT64_MAX;
-  uint32_t probes_ = 0;    // unanswered keepalive probes
-  bool lossless_ = false;  // set_lossless()
+  uint32_t probes_ = 0;                   // unanswered keepalive probes
+  uint32_t timer_at_ = TimerHeap::kNone;  // our place in RdmShared::timers
 };
+
+inline void RdmShared::list(RdmPeer* p) noexcept {
+  if (p->timer_state_ != RdmPeer::kTracked) return;  // listed already, or not active
+  p->timer_state_ = RdmPeer::kListed;
+  moved.push_back(p);  // reserved: no allocation
+}
+
+inline void RdmShared::settle() noexcept {
+  for (RdmPeer* p : moved) {
+    timers.set(&p->timer_at_, p->next_deadline());
+    p->timer_state_ =
+        p->timer_state_ == RdmPeer::kListedIdle ? RdmPeer::kUntracked : RdmPeer::kTracked;
+  }
+  moved.clear();
+}
+
+inline void RdmShared::track(RdmPeer* p) noexcept {
+  if (p->timer_state_ == RdmPeer::kUntracked) {
+    p->timer_state_ = RdmPeer::kTracked;
+    timers.set(&p->timer_at_, p->next_deadline());
+  } else if (p->timer_state_ == RdmPeer::kListedIdle) {
+    p->timer_state_ = RdmPeer::kListed;
+  }
+}
+
+inline void RdmShared::untrack(RdmPeer* p) noexcept {
+  if (p->timer_state_ == RdmPeer::kTracked) {
+    p->timer_state_ = RdmPeer::kUntracked;
+    timers.set(&p->timer_at_, UINT64_MAX);
+  } else if (p->timer_state_ == RdmPeer::kListed) {
+    p->timer_state_ = RdmPeer::kListedIdle;
+  }
+}
+
+inline void RdmShared::turn_off() noexcept {
+  for (RdmPeer* p : moved) p->timer_state_ = RdmPeer::kUntracked;
+  moved.clear();
+  timers.clear();
+  heap_on = false;
+}
 
 }  // namespace dpfab::proto::rdm

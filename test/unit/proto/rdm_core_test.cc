@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <deque>
+#include <map>
 
 #include "rdm_sim.h"
 
@@ -857,6 +858,57 @@ TEST(RdmCore, ManyToOneOverALossyLinkKeepsEachSendersOrder) {
     std::memcpy(&s, static_cast<uint8_t*>(c.buf), sizeof(s));
     EXPECT_EQ(c.src, static_cast<fi_addr_t>(s + 1));  // FI_SOURCE
   }
+}
+
+// next_deadline is read after every call into the core. With many peers in flight it comes from
+// the timer heap (RdmShared::timers, on past kTimerHeapFrom active peers), which must follow
+// every timer as it moves: each ack takes one peer's RTO away and the next earliest is reported;
+// progress() drops the idle peers and turns the heap off; a second burst turns it on again.
+TEST(RdmCore, NextDeadlineFollowsEveryPeersTimerWithManyInFlight) {
+  Capture cap;
+  const CoreConfig cfg = test_config();
+  auto made = RdmCore::create(cfg, &cap);
+  ASSERT_TRUE(made.ok());
+  RdmCore& core = *made.value();
+  constexpr fi_addr_t kPeers = 40;
+  for (fi_addr_t a = 0; a < kPeers; ++a) ASSERT_EQ(core.add_peer(a), 0);
+  std::vector<uint8_t> b(10);
+  const uint64_t rto = cfg.rel.rto_init_ns;
+  for (int round = 0; round < 2; ++round) {
+    const uint64_t t0 = 1000 + static_cast<uint64_t>(round) * 10 * rto;
+    // Sent in a scrambled order, each at its own time: peer a's RTO is due at t0 + 7a + its RTO.
+    std::vector<fi_addr_t> order;
+    for (fi_addr_t k = 0; k < kPeers; ++k) order.push_back((k * 17) % kPeers);
+    std::map<uint64_t, fi_addr_t> due;  // deadline -> peer
+    for (fi_addr_t a : order) {
+      const uint64_t peer_rto = core.peer(a)->rto_ns();  // rto_init, then from the RTT samples
+      ASSERT_EQ(core.send(send_op(static_cast<int>(a), b, &b), a, t0 + 7 * a), 0);
+      due[t0 + 7 * a + peer_rto] = a;
+      ASSERT_EQ(core.next_deadline(), due.begin()->first) << "after the send to " << a;
+    }
+    // Acked in another order: the earliest left is reported after each.
+    for (fi_addr_t k = 0; k < kPeers; ++k) {
+      const fi_addr_t a = (k * 23 + 5) % kPeers;
+      RdmHeader ack;
+      ack.kind = dpfab::wire::RdmKind::kAck;
+      ack.epoch = 77;
+      ack.ack = static_cast<uint32_t>(round) + 1;
+      ack.window = 64;
+      core.on_frame(a, ack, {}, t0 + 500);
+      for (auto it = due.begin(); it != due.end(); ++it) {
+        if (it->second == a) {
+          due.erase(it);
+          break;
+        }
+      }
+      ASSERT_EQ(core.next_deadline(), due.empty() ? UINT64_MAX : due.begin()->first)
+          << "round " << round << ", after the ack from " << a;
+    }
+    core.progress(t0 + 600);  // every peer idle again: the heap goes off
+    EXPECT_EQ(core.next_deadline(), UINT64_MAX);
+  }
+  EXPECT_EQ(cap.done.size(), 2 * kPeers);  // every send completed once, on its ack
+  for (fi_addr_t a = 0; a < kPeers; ++a) EXPECT_FALSE(core.peer(a)->unreachable());
 }
 
 TEST(RdmCore, IdlePeersCostTheProgressStepNothing) {
