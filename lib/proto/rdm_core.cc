@@ -10,8 +10,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <random>
@@ -98,12 +96,8 @@ int RdmCore::add_peer(fi_addr_t addr) noexcept {
       if (active_.capacity() < peer_count_ + 1)
         active_.reserve(std::max({2 * active_.capacity(), peer_count_ + 1, size_t{16}}));
       // Once the timer heap was needed (activate), room in it for every peer, grown as active_.
-      if (shared_.timers.capacity() != 0 &&
-          std::min(shared_.timers.capacity(), shared_.moved.capacity()) < peer_count_ + 1) {
-        const size_t n = std::max(2 * shared_.timers.capacity(), peer_count_ + 1);
-        shared_.timers.reserve(n);
-        shared_.moved.reserve(n);
-      }
+      if (shared_.timer_room() != 0 && shared_.timer_room() < peer_count_ + 1)
+        shared_.reserve_timers(std::max(2 * shared_.timer_room(), peer_count_ + 1));
       peers_[addr] = std::make_unique<PeerState>(&shared_, addr);
       ++peer_count_;
     }
@@ -406,9 +400,13 @@ void RdmCore::pump_cts(uint64_t now) noexcept {
     h.kind = RdmKind::kCts;
     h.msg_id = c.msg_id;
     h.length = c.granted;
-    if (p->rel.can_send() && p->rel.send(h, {}, kNone, now) == 0) {
-      activate(*p);  // its RTO runs now
-      continue;
+    if (p->rel.can_send()) {
+      const int r = p->rel.send(h, {}, kNone, now);
+      timers_moved(p->rel);
+      if (r == 0) {
+        activate(*p);  // its RTO runs now
+        continue;
+      }
     }
     cts_[keep++] = c;
   }
@@ -546,7 +544,7 @@ void RdmCore::progress(uint64_t now) noexcept {
     }
   }
   active_.resize(keep);
-  if (shared_.heap_on && keep <= RdmShared::kTimerHeapTo) timer_heap_off();
+  if (shared_.heap_on && keep <= cfg_.timer_heap_from / 4) timer_heap_off();
 }
 
 void RdmCore::timer_heap_off() noexcept {
@@ -571,19 +569,17 @@ uint64_t RdmCore::next_deadline() noexcept {
   } else {
     earliest = settled_earliest();
   }
-#ifdef __SANITIZE_ADDRESS__
-  // The ASan build (scripts/test.sh) checks the heap against that visit: a timer is set only on
-  // an active peer (progress() runs only theirs), and the heap holds each one as it is.
-  uint64_t visit = UINT64_MAX;
-  for (const PeerState* p : active_) visit = std::min(visit, p->rel.next_deadline());
-  if (visit != earliest) {
-    std::fprintf(stderr, "rdm: earliest timer %llu, the active peers' %llu\n",
-                 static_cast<unsigned long long>(earliest), static_cast<unsigned long long>(visit));
-    std::abort();
-  }
-#endif
   const uint64_t d = tx_blocked_ ? now_ + cfg_.tx_retry_ns : UINT64_MAX;
   return std::min(d, earliest);
+}
+
+bool RdmCore::timers_consistent() noexcept {
+  if (!shared_.heap_on) return true;
+  // A timer is set only on an active peer (progress() runs only theirs), and the heap holds each
+  // one as it is.
+  uint64_t visit = UINT64_MAX;
+  for (const PeerState* p : active_) visit = std::min(visit, p->rel.next_deadline());
+  return settled_earliest() == visit;
 }
 
 void RdmCore::activate(PeerState& p) noexcept {
@@ -592,13 +588,12 @@ void RdmCore::activate(PeerState& p) noexcept {
   active_.push_back(&p);  // reserved to the number of peers in add_peer: no allocation
   if (shared_.heap_on) {
     shared_.track(&p.rel);
-  } else if (active_.size() > RdmShared::kTimerHeapFrom) {
+  } else if (active_.size() > cfg_.timer_heap_from) {
     // Room for every peer, made the first time (24 bytes a peer: not spent on a core that never
     // has this many peers in flight). Without it, next_deadline keeps visiting the active peers.
-    if (std::min(shared_.timers.capacity(), shared_.moved.capacity()) < peer_count_) {
+    if (shared_.timer_room() < peer_count_) {
       try {
-        shared_.timers.reserve(peer_count_);
-        shared_.moved.reserve(peer_count_);
+        shared_.reserve_timers(peer_count_);
       } catch (const std::bad_alloc&) {
         return;
       }

@@ -163,6 +163,9 @@ struct CoreConfig {
   /// with inject) is copied like an inject: the copy slots hold max(inject_size, copy_max) bytes.
   /// 0: inject_size. RMA writes and atomics keep inject_size.
   uint32_t copy_max = 0;
+  /// Past this many active peers their timers are kept in a heap (RdmShared::timers), off again
+  /// at a quarter of it; below, next_deadline visits them. 0: always (the unit tests run so).
+  uint32_t timer_heap_from = 8;
   uint64_t min_multi_recv = 1024;  ///< FI_OPT_MIN_MULTI_RECV
   uint64_t tx_retry_ns = 2000;     ///< after the port refused a frame, try again this much later
   uint32_t epoch = 0;              ///< this instance's epoch; 0 picks a random one
@@ -412,6 +415,9 @@ class RdmCore final : private PeerHost {
   /// Earliest time progress() has timer work, or UINT64_MAX. O(1): the peers' timers are kept in
   /// order as they move (RdmShared::timers).
   uint64_t next_deadline() noexcept;
+  /// Tests: whether the timer heap, while it is on, holds what a visit of the active peers finds
+  /// (a call that moved a timer without timers_moved() would leave it behind). Settles it.
+  bool timers_consistent() noexcept;
   /// FI_EP_MSG (msg_endpoint.h), when its connection ends: every operation in progress completes
   /// with `err` (FI_ECANCELED, FI_EHOSTUNREACH): sends queued or in flight, receives posted or
   /// bound to a message (a FI_MULTI_RECV buffer reports FI_MULTI_RECV with its last one);
@@ -487,7 +493,7 @@ class RdmCore final : private PeerHost {
   uint64_t settled_earliest() noexcept;  // RdmShared::timers, settled: its earliest
   // After every call into a peer's reliability layer that may move one of its timers (send,
   // on_frame, take_next, delivered_next, poll, keepalive, flush_ack, lose): RdmShared::timers
-  // follows while it is on. The ASan build checks that none was left out (next_deadline).
+  // follows while it is on. The unit tests check that none was left out (timers_consistent).
   void timers_moved(RdmPeer& r) noexcept {
     if (shared_.heap_on) [[unlikely]]
       shared_.list(&r);

@@ -182,21 +182,26 @@ struct RdmShared {
   ReliabilityStats stats;
   // The peers' timers in order, once many peers are active, so that RdmCore::next_deadline (read
   // after every call into the core) costs the same with one peer in flight as with hundreds.
-  // RdmCore turns it on when more than kTimerHeapFrom peers are active, and off again when
-  // progress() leaves kTimerHeapTo or fewer (a visit of that many costs less than the upkeep).
+  // RdmCore turns it on when more than CoreConfig::timer_heap_from peers are active, and off
+  // again when progress() leaves a quarter of that (a visit of so few costs less than the upkeep).
   // While on, the active peers are tracked: RdmCore lists a peer in `moved` after every call into
   // it that may move a timer (RdmCore::timers_moved: one flag read while the heap is off), and
   // settle() puts those peers' timers in place, once per read. Room for every peer in both is
   // reserved when it is first turned on, and as peers are added after (RdmCore::add_peer).
-  static constexpr size_t kTimerHeapFrom = 8, kTimerHeapTo = 2;
   bool heap_on = false;
   TimerHeap timers;
   std::vector<RdmPeer*> moved;
+  /// Peers both have room for (reserved: list() and settle() never allocate).
+  size_t timer_room() const noexcept { return std::min(timers.capacity(), moved.capacity()); }
+  void reserve_timers(size_t n) {  // may throw std::bad_alloc
+    timers.reserve(n);
+    moved.reserve(n);
+  }
   void list(RdmPeer* p) noexcept;  // p's timers may have moved (heap on)
   void settle() noexcept;
   void track(RdmPeer* p) noexcept;    // p became active (heap on): its timer into the heap
   void untrack(RdmPeer* p) noexcept;  // p left the active peers (heap on): no timer of its own
-  void turn_off() noexcept;           // untracks every peer; the active ones with `untracked`
+  void turn_off() noexcept;           // the listed peers untracked, the heap emptied, off
 };
 
 /// One remote endpoint's reliability state. Cold (never sent to or heard from) it is this object

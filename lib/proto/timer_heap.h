@@ -4,7 +4,7 @@
 // min-heap: each timer's owner keeps its index (`uint32_t`, kNone outside the heap), which the
 // heap updates as entries move, so that set() finds the entry without a search.
 //
-// The RDM core keeps its peers' timers here (RdmPeer::timers_moved): the endpoint reads the
+// The RDM core keeps its peers' timers here (RdmShared::timers): the endpoint reads the
 // earliest after every call into the core (RdmEndpoint::finish), which visited every active peer
 // before (an all-to-all of 64 ranks: 63 per message).
 //

@@ -866,7 +866,8 @@ TEST(RdmCore, ManyToOneOverALossyLinkKeepsEachSendersOrder) {
 // progress() drops the idle peers and turns the heap off; a second burst turns it on again.
 TEST(RdmCore, NextDeadlineFollowsEveryPeersTimerWithManyInFlight) {
   Capture cap;
-  const CoreConfig cfg = test_config();
+  CoreConfig cfg = test_config();
+  cfg.timer_heap_from = CoreConfig{}.timer_heap_from;  // on past 8 active peers, off at 2
   auto made = RdmCore::create(cfg, &cap);
   ASSERT_TRUE(made.ok());
   RdmCore& core = *made.value();
@@ -885,6 +886,7 @@ TEST(RdmCore, NextDeadlineFollowsEveryPeersTimerWithManyInFlight) {
       ASSERT_EQ(core.send(send_op(static_cast<int>(a), b, &b), a, t0 + 7 * a), 0);
       due[t0 + 7 * a + peer_rto] = a;
       ASSERT_EQ(core.next_deadline(), due.begin()->first) << "after the send to " << a;
+      ASSERT_TRUE(core.timers_consistent());
     }
     // Acked in another order: the earliest left is reported after each.
     for (fi_addr_t k = 0; k < kPeers; ++k) {
@@ -903,6 +905,7 @@ TEST(RdmCore, NextDeadlineFollowsEveryPeersTimerWithManyInFlight) {
       }
       ASSERT_EQ(core.next_deadline(), due.empty() ? UINT64_MAX : due.begin()->first)
           << "round " << round << ", after the ack from " << a;
+      ASSERT_TRUE(core.timers_consistent());
     }
     core.progress(t0 + 600);  // every peer idle again: the heap goes off
     EXPECT_EQ(core.next_deadline(), UINT64_MAX);

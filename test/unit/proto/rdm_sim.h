@@ -167,7 +167,11 @@ class Net {
         q_.pop();
         arrive(f);
       }
-      for (auto& n : nodes_) n->core->progress(now_);
+      for (auto& n : nodes_) {
+        EXPECT_TRUE(n->core->timers_consistent()) << "before progress, node " << n.get();
+        n->core->progress(now_);
+        EXPECT_TRUE(n->core->timers_consistent()) << "after progress, node " << n.get();
+      }
       if (done()) return true;
       uint64_t next = q_.empty() ? UINT64_MAX : q_.top().at;
       for (auto& n : nodes_) next = std::min(next, n->core->next_deadline());
@@ -232,6 +236,7 @@ inline CoreConfig test_config() {
   c.unexpected_slots = 16;
   c.unexpected = 64;
   c.reorder_slots = 256;
+  c.timer_heap_from = 0;  // every active peer's timers in the heap, checked every step (run)
   return c;
 }
 
