@@ -64,7 +64,8 @@ int rdm_close(fid* f) noexcept {
         "received %lu (%lu on the fast path); writes %lu reads %lu atomics %lu, as "
         "target %lu/%lu/%lu (refused %lu, held for reads %lu); packets tx %lu "
         "(retransmits %lu, fast %lu, acks %lu, refused %lu) rx %lu (dup %lu, ooo %lu, "
-        "refused %lu, stale epoch %lu); rto expiries %lu, probes %lu, unreachable %lu; rtt "
+        "refused %lu, stale epoch %lu); rto expiries %lu, probes %lu, unreachable %lu; timer "
+        "passes %lu (visits of every active peer %lu, peers run %lu); rtt "
         "samples %lu, largest %lu us, largest rto estimate %lu us; frames tx %lu (from "
         "the application's memory %lu, of them copied after all %lu; deferred %lu) rx %lu; "
         "same-host packets tx %lu rx %lu, rendezvous by reference: messages sent %lu "
@@ -73,11 +74,12 @@ int rdm_close(fid* f) noexcept {
         c.reads, c.atomics, c.target_writes, c.target_reads, c.target_atomics, c.target_refused,
         c.target_gated, r.tx_packets, r.tx_retransmits, r.tx_fast_retransmits, r.tx_acks,
         r.tx_refused, r.rx_packets, r.rx_duplicates, r.rx_out_of_order, r.rx_refused,
-        r.rx_stale_epoch, r.rto_expiries, r.probes, r.unreachable, r.rtt_samples,
-        r.rtt_sample_max_ns / 1000, r.rto_estimate_max_ns / 1000, load(st.tx_frames),
-        load(st.tx_by_reference), load(st.tx_by_reference_copied), load(st.tx_deferred),
-        load(st.rx_frames), load(st.local_tx), load(st.local_rx), c.ref_sent, c.ref_received,
-        load(st.local_indirect_tx), load(st.local_indirect_rx), load(st.local_indirect_failed));
+        r.rx_stale_epoch, r.rto_expiries, r.probes, r.unreachable, c.timer_passes, c.timer_visits,
+        c.timer_peers, r.rtt_samples, r.rtt_sample_max_ns / 1000, r.rto_estimate_max_ns / 1000,
+        load(st.tx_frames), load(st.tx_by_reference), load(st.tx_by_reference_copied),
+        load(st.tx_deferred), load(st.rx_frames), load(st.local_tx), load(st.local_rx), c.ref_sent,
+        c.ref_received, load(st.local_indirect_tx), load(st.local_indirect_rx),
+        load(st.local_indirect_failed));
   }
   ep_base_release(e);
   delete e;

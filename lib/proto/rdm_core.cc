@@ -523,7 +523,16 @@ bool RdmCore::expecting(const PeerState& p) const noexcept {
 
 void RdmCore::progress(uint64_t now) noexcept {
   now_ = now;
-  tx_blocked_ = false;  // set again below if the port still refuses
+  const bool retry = tx_blocked_ || starved_;
+  tx_blocked_ = starved_ = false;  // set again below if the port still refuses
+  ++stats_.timer_passes;
+  if (shared_.heap_on && !retry && now < visit_at_) {
+    due_pass(now);
+    return;
+  }
+  visit_at_ = now + cfg_.timer_visit_ns;
+  ++stats_.timer_visits;
+  stats_.timer_peers += active_.size();
   // Only active peers: with thousands of AV entries the poll step must not visit them all.
   for (PeerState* p : active_) {
     p->rel.poll(now);
@@ -545,6 +554,30 @@ void RdmCore::progress(uint64_t now) noexcept {
   }
   active_.resize(keep);
   if (shared_.heap_on && keep <= cfg_.timer_heap_from / 4) timer_heap_off();
+}
+
+void RdmCore::due_pass(uint64_t now) noexcept {
+  // The timer heap is on: only the peers whose timers are due run them, in the heap's order
+  // (an all-to-all's receiver runs a pass for nearly every message as its peers' delayed acks
+  // come due, and a visit of its active peers made that O(peers in flight) per message). The
+  // others have nothing to do now: a peer's sends wait for its acks (whose frames pump it) or its
+  // RNR timer, its probe for its keepalive timer (which on_frame arms). What a pass owes them
+  // otherwise, the full visit does: after the port refused a frame or a read's data found no
+  // copy slot (retry), and every timer_visit_ns, when idle peers leave the active ones.
+  pump_cts(now);
+  pump_resp(now);
+  shared_.settle();
+  // A peer taken out stays out until it is listed (timers_moved, below), so that each due peer
+  // runs once per pass even when its timer is still due after (the port refused its ack: the
+  // retry is a full visit).
+  while (RdmPeer* r = shared_.take_due(now)) {
+    PeerState& p = *state(r->addr());
+    ++stats_.timer_peers;
+    p.rel.poll(now);
+    p.rel.keepalive(expecting(p), now);
+    pump(p, now);
+    shared_.list(&p.rel);  // back into the heap at the next settle, its timers moved or not
+  }
 }
 
 void RdmCore::timer_heap_off() noexcept {

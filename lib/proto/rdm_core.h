@@ -166,6 +166,10 @@ struct CoreConfig {
   /// Past this many active peers their timers are kept in a heap (RdmShared::timers), off again
   /// at a quarter of it; below, next_deadline visits them. 0: always (the unit tests run so).
   uint32_t timer_heap_from = 8;
+  /// While the heap is on, progress() runs only the timers that are due; it visits every active
+  /// peer (queued sends retried, idle peers no longer active) after the port refused a frame and
+  /// at least this often.
+  uint64_t timer_visit_ns = 1'000'000;
   uint64_t min_multi_recv = 1024;  ///< FI_OPT_MIN_MULTI_RECV
   uint64_t tx_retry_ns = 2000;     ///< after the port refused a frame, try again this much later
   uint32_t epoch = 0;              ///< this instance's epoch; 0 picks a random one
@@ -327,6 +331,9 @@ struct CoreStats {
   /// Rendezvous messages by reference (set_peer_reads_us): RTSs that named our buffer, and
   /// messages we copied out of a peer's memory ourselves.
   uint64_t ref_sent = 0, ref_received = 0;
+  /// Timer passes (progress()), of them visits of every active peer (the others, with the timer
+  /// heap on, ran only the due peers), and the peers whose timers the passes ran in all.
+  uint64_t timer_passes = 0, timer_visits = 0, timer_peers = 0;
 };
 
 class RdmCore final : private PeerHost {
@@ -366,7 +373,9 @@ class RdmCore final : private PeerHost {
   /// FI_OPT_MIN_MULTI_RECV (>= 1): applies to multi-receive buffers posted from now on.
   void set_min_multi_recv(uint64_t v) noexcept { cfg_.min_multi_recv = v ? v : 1; }
   uint64_t min_multi_recv() const noexcept { return cfg_.min_multi_recv; }
-  /// Timers and queued sends of every peer.
+  /// The timer pass: due timers, and the queued sends they (or a refused frame) held back. It
+  /// visits every active peer unless the timer heap is on (then only the due peers, and all of
+  /// them every CoreConfig::timer_visit_ns).
   void progress(uint64_t now) noexcept;
   /// `peer` is known to be gone (a same-host peer whose process ended): it is declared
   /// unreachable now, as retransmissions left unanswered would (every operation involving it
@@ -490,6 +499,7 @@ class RdmCore final : private PeerHost {
   bool expecting(const PeerState& p) const noexcept;
   void activate(PeerState& p) noexcept;
   void timer_heap_off() noexcept;        // RdmShared::timers: every peer untracked
+  void due_pass(uint64_t now) noexcept;  // progress() with the heap on: the due peers only
   uint64_t settled_earliest() noexcept;  // RdmShared::timers, settled: its earliest
   // After every call into a peer's reliability layer that may move one of its timers (send,
   // on_frame, take_next, delivered_next, poll, keepalive, flush_ack, lose): RdmShared::timers
@@ -617,6 +627,8 @@ class RdmCore final : private PeerHost {
   CoreStats stats_;
   uint64_t now_ = 0;         // the time of the call in progress (for callbacks from RdmPeer)
   bool tx_blocked_ = false;  // the port refused a frame since the last progress(): retry soon
+  bool starved_ = false;     // a read's data waited for a copy slot: the next pass visits all
+  uint64_t visit_at_ = 0;    // heap on: the timer pass visits every active peer from then
 
   std::vector<std::unique_ptr<PeerState>> peers_;  // by fi_addr
   size_t peer_count_ = 0;

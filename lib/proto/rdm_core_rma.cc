@@ -339,7 +339,10 @@ bool RdmCore::send_read_segment(PeerState& p, uint64_t now) noexcept {
   uint32_t slot = kNone;
   if (n) {
     slot = stage_free_.get();
-    if (slot == kNone) return false;  // every copy in flight: wait for acks
+    if (slot == kNone) {  // every copy in flight: wait for acks (any peer's: progress visits all)
+      starved_ = true;
+      return false;
+    }
   }
   MrTable::Ref ref;
   const int e = cfg_.mrs->acquire(x.key, x.addr + x.off, n, FI_REMOTE_READ, cfg_.ep_token, &ref);

@@ -65,7 +65,7 @@ RdmPeer::RdmPeer(RdmShared* shared, fi_addr_t addr) noexcept
 RdmPeer::~RdmPeer() {
   // restart(): the new instance starts without timers.
   if (timer_state_ == kListed || timer_state_ == kListedIdle) std::erase(sh_->moved, this);
-  sh_->timers.set(&timer_at_, UINT64_MAX);
+  sh_->timers.set(this, UINT64_MAX);
   if (!hot_) return;
   for (int32_t& s : hot_->rx_slot)
     if (s >= 0) sh_->slots->put(s);

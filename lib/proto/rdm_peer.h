@@ -172,6 +172,8 @@ struct ReliabilityStats {
 };
 
 class RdmPeer;
+// Where a peer keeps its place in RdmShared::timers (defined below RdmPeer).
+uint32_t& timer_index(RdmPeer& p) noexcept;
 
 /// What the peers of one endpoint share.
 struct RdmShared {
@@ -189,7 +191,7 @@ struct RdmShared {
   // settle() puts those peers' timers in place, once per read. Room for every peer in both is
   // reserved when it is first turned on, and as peers are added after (RdmCore::add_peer).
   bool heap_on = false;
-  TimerHeap timers;
+  TimerHeap<RdmPeer, timer_index> timers;
   std::vector<RdmPeer*> moved;
   /// Peers both have room for (reserved: list() and settle() never allocate).
   size_t timer_room() const noexcept { return std::min(timers.capacity(), moved.capacity()); }
@@ -201,7 +203,10 @@ struct RdmShared {
   void settle() noexcept;
   void track(RdmPeer* p) noexcept;    // p became active (heap on): its timer into the heap
   void untrack(RdmPeer* p) noexcept;  // p left the active peers (heap on): no timer of its own
-  void turn_off() noexcept;           // the listed peers untracked, the heap emptied, off
+  /// A tracked peer whose timer is due at `now`, out of the heap until it is listed (the caller
+  /// runs its timers, then lists it), or null when none is due. Call settle() first.
+  RdmPeer* take_due(uint64_t now) noexcept { return timers.take_due(now); }
+  void turn_off() noexcept;  // the listed peers untracked, the heap emptied, off
 };
 
 /// One remote endpoint's reliability state. Cold (never sent to or heard from) it is this object
@@ -326,6 +331,7 @@ class RdmPeer {
 
   class Delivered;
   friend struct RdmShared;  // list(), settle(), track(), untrack(), turn_off()
+  friend uint32_t& timer_index(RdmPeer& p) noexcept;
   // timer_state_: untracked (the heap is off, or the peer is not active), tracked (its entry in
   // the heap is its next_deadline), listed in RdmShared::moved (the entry is settled at the next
   // read), listed and no longer active since.
@@ -375,9 +381,11 @@ class RdmPeer {
   uint64_t last_heard_ = 0;   // last valid frame from the peer
   uint64_t stall_since_ = 0;  // since when our oldest unacked packet waits (progress resets it)
   uint64_t probe_deadline_ = UINT64_MAX;
-  uint32_t probes_ = 0;                   // unanswered keepalive probes
-  uint32_t timer_at_ = TimerHeap::kNone;  // our place in RdmShared::timers
+  uint32_t probes_ = 0;             // unanswered keepalive probes
+  uint32_t timer_at_ = kTimerNone;  // our place in RdmShared::timers
 };
+
+inline uint32_t& timer_index(RdmPeer& p) noexcept { return p.timer_at_; }
 
 inline void RdmShared::list(RdmPeer* p) noexcept {
   if (p->timer_state_ != RdmPeer::kTracked) return;  // listed already, or not active
@@ -387,7 +395,7 @@ inline void RdmShared::list(RdmPeer* p) noexcept {
 
 inline void RdmShared::settle() noexcept {
   for (RdmPeer* p : moved) {
-    timers.set(&p->timer_at_, p->next_deadline());
+    timers.set(p, p->next_deadline());
     p->timer_state_ =
         p->timer_state_ == RdmPeer::kListedIdle ? RdmPeer::kUntracked : RdmPeer::kTracked;
   }
@@ -397,7 +405,7 @@ inline void RdmShared::settle() noexcept {
 inline void RdmShared::track(RdmPeer* p) noexcept {
   if (p->timer_state_ == RdmPeer::kUntracked) {
     p->timer_state_ = RdmPeer::kTracked;
-    timers.set(&p->timer_at_, p->next_deadline());
+    timers.set(p, p->next_deadline());
   } else if (p->timer_state_ == RdmPeer::kListedIdle) {
     p->timer_state_ = RdmPeer::kListed;
   }
@@ -406,7 +414,7 @@ inline void RdmShared::track(RdmPeer* p) noexcept {
 inline void RdmShared::untrack(RdmPeer* p) noexcept {
   if (p->timer_state_ == RdmPeer::kTracked) {
     p->timer_state_ = RdmPeer::kUntracked;
-    timers.set(&p->timer_at_, UINT64_MAX);
+    timers.set(p, UINT64_MAX);
   } else if (p->timer_state_ == RdmPeer::kListed) {
     p->timer_state_ = RdmPeer::kListedIdle;
   }

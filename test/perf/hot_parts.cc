@@ -357,9 +357,74 @@ void BM_RdmCore_RoundTrip_PeersInFlight(benchmark::State& st) {
   st.counters["completions"] = static_cast<double>(a.sink.completions + b.sink.completions);
 }
 
+// Hands the frame `from` holds for peer 0 (if any) to `to`.
+void pass_held(Side& from, Side& to, uint64_t now) {
+  if (!from.sink.held) return;
+  from.sink.held = false;
+  to.core->on_frame(0, from.sink.hdr, {from.sink.bytes.data(), from.sink.len}, now);
+  to.due = to.core->next_deadline();
+}
+
+// A one-way message a -> b whose ack b delays, then b's timer pass, as an endpoint runs it when
+// its next deadline comes due (RdmEndpoint::drain_backlog), sends that ack, while b has N other
+// peers with a packet in flight (their RTOs far off): the pass an all-to-all's receiver runs
+// as the delayed acks of its many peers come due.
+void BM_RdmCore_AckPass_PeersInFlight(benchmark::State& st) {
+  const auto others = static_cast<fi_addr_t>(st.range(0));
+  Side a, b;
+  CoreConfig cfg;
+  cfg.rel.rto_init_ns = cfg.rel.rto_max_ns = 1'000'000'000'000;  // the others' RTOs never fire
+  for (Side* x : {&a, &b}) {
+    auto made = RdmCore::create(cfg, &x->sink);
+    if (!made.ok()) {
+      st.SkipWithError("RdmCore::create");
+      return;
+    }
+    x->core = std::move(made.value());
+    x->core->add_peer(0);
+  }
+  for (fi_addr_t p = 1; p <= others; ++p) {
+    b.core->add_peer(p);
+    SendOp s;
+    s.dest = p;
+    s.buf = b.tx.data();
+    s.len = b.tx.size();
+    s.inject = s.complete_now = true;
+    b.core->send(s, p, 0);
+  }
+  RecvOp r;
+  r.buf = b.rx.data();
+  r.len = b.rx.size();
+  b.core->recv(r, 0);
+  uint64_t now = 1;
+  uint64_t passes = 0;
+  for (auto _ : st) {
+    SendOp s;
+    s.buf = a.tx.data();
+    s.len = a.tx.size();
+    s.inject = s.complete_now = true;
+    benchmark::DoNotOptimize(a.core->send(s, 0, now));
+    a.due = a.core->next_deadline();
+    pass_held(a, b, now);
+    benchmark::DoNotOptimize(b.core->recv(r, now));
+    b.due = b.core->next_deadline();
+    pass_held(b, a, now);  // an immediate ack (every ack_every packets)
+    now += cfg.rel.ack_delay_ns + 1;
+    if (now >= b.due) {
+      b.core->progress(now);
+      b.due = b.core->next_deadline();
+      ++passes;
+    }
+    pass_held(b, a, now);
+  }
+  st.counters["passes"] = static_cast<double>(passes);
+  st.counters["completions"] = static_cast<double>(a.sink.completions + b.sink.completions);
+}
+
 }  // namespace rdmb
 
 BENCHMARK(rdmb::BM_RdmCore_RoundTrip_PeersInFlight)->Arg(0)->Arg(16)->Arg(64)->Arg(255);
+BENCHMARK(rdmb::BM_RdmCore_AckPass_PeersInFlight)->Arg(0)->Arg(16)->Arg(64)->Arg(255);
 BENCHMARK(BM_Encode_Dgram_Full);
 BENCHMARK(BM_Encode_Dgram_Mbuf);
 BENCHMARK(BM_Encode_Dgram_Template);

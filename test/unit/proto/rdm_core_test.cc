@@ -914,6 +914,90 @@ TEST(RdmCore, NextDeadlineFollowsEveryPeersTimerWithManyInFlight) {
   for (fi_addr_t a = 0; a < kPeers; ++a) EXPECT_FALSE(core.peer(a)->unreachable());
 }
 
+// With the timer heap on, the timer pass runs only the peers whose timers are due (an
+// all-to-all's receiver runs one for nearly every message), and visits every active peer after
+// the port refused a frame and every timer_visit_ns: each RTO comes due on its own and retransmits
+// to its peer alone; a retransmission the port refused goes at the next pass; idle peers leave
+// and the heap goes off at the periodic visit.
+TEST(RdmCore, TimerPassRunsOnlyTheDuePeersWithManyInFlight) {
+  struct Sink final : CoreSink {
+    bool transmit(fi_addr_t peer, const RdmHeader& h, std::span<const uint8_t>) noexcept override {
+      if (refuse) return false;
+      sent.emplace_back(peer, h);
+      return true;
+    }
+    void complete(const Completion& c) noexcept override {
+      if (c.cq) done.push_back(c);
+    }
+    bool refuse = false;
+    std::vector<std::pair<fi_addr_t, RdmHeader>> sent;
+    std::vector<Completion> done;
+  } sink;
+  CoreConfig cfg = test_config();
+  cfg.timer_heap_from = CoreConfig{}.timer_heap_from;  // on past 8 active peers
+  cfg.timer_visit_ns = 1'000'000'000;                  // no periodic visit in the first part
+  auto made = RdmCore::create(cfg, &sink);
+  ASSERT_TRUE(made.ok());
+  RdmCore& core = *made.value();
+  constexpr fi_addr_t kPeers = 40;
+  for (fi_addr_t a = 0; a < kPeers; ++a) ASSERT_EQ(core.add_peer(a), 0);
+  std::vector<uint8_t> b(10);
+  const uint64_t t0 = 1000, rto = cfg.rel.rto_init_ns;
+  core.progress(t0);  // a full visit (the first): the next is due in timer_visit_ns
+  for (fi_addr_t a = 0; a < kPeers; ++a)
+    ASSERT_EQ(core.send(send_op(static_cast<int>(a), b, &b), a, t0 + 7 * a), 0);
+  ASSERT_EQ(sink.sent.size(), kPeers);
+  // Peer a's RTO is due at t0 + 7a + rto: a pass at that time resends to a, and only to a.
+  for (fi_addr_t a = 0; a < kPeers; ++a) {
+    const uint64_t due = t0 + 7 * a + rto;
+    ASSERT_EQ(core.next_deadline(), due);
+    sink.sent.clear();
+    const uint64_t run = core.stats().timer_peers;
+    core.progress(due);
+    EXPECT_EQ(core.stats().timer_peers, run + 1) << "a pass visited more than the due peer";
+    ASSERT_EQ(sink.sent.size(), 1u) << "at peer " << a << "'s RTO";
+    EXPECT_EQ(sink.sent[0].first, a);
+    EXPECT_EQ(sink.sent[0].second.kind, dpfab::wire::RdmKind::kEager);
+    ASSERT_TRUE(core.timers_consistent());
+  }
+  EXPECT_EQ(core.reliability_stats().tx_retransmits, kPeers);
+  // The port refuses a new send to peer 0 (queued): the core retries soon (tx_retry_ns), with a
+  // visit of every peer, which sends it once the port takes frames again; no timer of peer 0 is
+  // due then (the due pass alone would not send it).
+  const uint64_t t1 = core.next_deadline() - 5000;
+  sink.refuse = true;
+  ASSERT_EQ(core.send(send_op(1000, b, &b), 0, t1), 0);
+  sink.refuse = false;
+  const uint64_t retry = core.next_deadline();
+  ASSERT_EQ(retry, t1 + cfg.tx_retry_ns);
+  sink.sent.clear();
+  const uint64_t visits = core.stats().timer_visits;
+  core.progress(retry);
+  EXPECT_EQ(core.stats().timer_visits, visits + 1);
+  ASSERT_EQ(sink.sent.size(), 1u);
+  EXPECT_EQ(sink.sent[0].first, 0u);
+  EXPECT_EQ(sink.sent[0].second.kind, dpfab::wire::RdmKind::kEager);
+  EXPECT_EQ(core.reliability_stats().tx_retransmits, kPeers);
+  ASSERT_TRUE(core.timers_consistent());
+  // Every peer acks: their RTOs go, they are idle but still active (the due pass does not visit
+  // them) until the next periodic visit drops them and turns the heap off.
+  for (fi_addr_t a = 0; a < kPeers; ++a) {
+    RdmHeader ack;
+    ack.kind = dpfab::wire::RdmKind::kAck;
+    ack.epoch = 77;
+    ack.ack = a == 0 ? 2 : 1;  // peer 0 has two packets
+    ack.window = 64;
+    core.on_frame(a, ack, {}, retry + 10);
+    ASSERT_TRUE(core.timers_consistent());
+  }
+  EXPECT_EQ(sink.done.size(), kPeers + 1);
+  EXPECT_EQ(core.next_deadline(), UINT64_MAX);
+  core.progress(retry + cfg.timer_visit_ns + 1);
+  EXPECT_EQ(core.next_deadline(), UINT64_MAX);
+  ASSERT_TRUE(core.timers_consistent());  // true: the heap is off
+  for (fi_addr_t a = 0; a < kPeers; ++a) EXPECT_FALSE(core.peer(a)->unreachable());
+}
+
 TEST(RdmCore, IdlePeersCostTheProgressStepNothing) {
   Capture cap;
   auto made = RdmCore::create(test_config(), &cap);
