@@ -558,7 +558,7 @@ void RdmCore::progress(uint64_t now) noexcept {
 
 void RdmCore::due_pass(uint64_t now) noexcept {
   // The timer heap is on: only the peers whose timers are due run them, in the heap's order
-  // (an all-to-all's receiver runs a pass for nearly every message as its peers' delayed acks
+  // (an all-to-all's receiver may run a pass for up to every message as its peers' delayed acks
   // come due, and a visit of its active peers made that O(peers in flight) per message). The
   // others have nothing to do now: a peer's sends wait for its acks (whose frames pump it) or its
   // RNR timer, its probe for its keepalive timer (which on_frame arms). What a pass owes them
