@@ -198,6 +198,7 @@ int Conn::send(const RecordHeader& h, std::span<const uint8_t> a,
   tx_.commit();
   // S1-S2 (node.h): the head stored above before the peer's flag is read.
   full_fence();
+  if (peer_page_->summary.load(std::memory_order_relaxed)) mark_ready();
   int fd = -1;
   if (peer_page_->armed.load(std::memory_order_relaxed) &&
       peer_page_->armed.exchange(0, std::memory_order_acq_rel) != 0) {
@@ -210,6 +211,20 @@ int Conn::send(const RecordHeader& h, std::span<const uint8_t> a,
   tx_lock_.unlock();
   if (fd >= 0) wait::WakeBatch::defer(&Conn::kick_deferred, this, static_cast<uint64_t>(fd));
   return 0;
+}
+
+void Conn::mark_ready() noexcept {
+  // After S1: the record is published before the slot is read (Node::add_live) and before the
+  // bit is (Node::poll takes the bits before it reads the rings).
+  if (reader_slot_ == 0) {
+    const uint32_t s = tx_.reader_slot();
+    if (s == 0 || s > kMaxNodeLinks) return;  // not yet (the peer sets the bit itself then)
+    reader_slot_ = s;
+  }
+  const size_t i = reader_slot_ - 1;
+  const uint64_t bit = uint64_t{1} << (i % 64);
+  std::atomic<uint64_t>& w = peer_page_->ready[i / 64];
+  if (!(w.load(std::memory_order_relaxed) & bit)) w.fetch_or(bit, std::memory_order_seq_cst);
 }
 
 void Conn::kick_deferred(void* conn, uint64_t fd) noexcept {
@@ -526,6 +541,13 @@ void Node::add_live(Conn* c) noexcept {
              !live_used_.compare_exchange_weak(used, i + 1, std::memory_order_release)) {
       }
       c->live_ = true;
+      // The producer learns which bit of our `ready` is this ring's. It may have published
+      // records before it knew (the peer's end of a link comes up first): the bit is set here,
+      // after the slot (a sender that read 0 published before this store: the poll after the
+      // bit reads its record).
+      c->rx_.set_reader_slot(static_cast<uint32_t>(i + 1));
+      page_->ready[i / 64].fetch_or(uint64_t{1} << (i % 64), std::memory_order_seq_cst);
+      live_count_.fetch_add(1, std::memory_order_relaxed);
       return;
     }
   }

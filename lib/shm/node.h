@@ -36,6 +36,22 @@
 //   armed pays the syscall; while the receiver is awake no sender makes one. Several senders race
 //   for one exchange: one of them wakes the receiver, which then polls every ring.
 //
+// Many links: the ready bits. The receive side looks at every link's ring per poll while it has
+// few; past kSummaryFrom links (a host of many processes that all talk to each other) that cost
+// 170 ns a poll with 63 (hot-parts BM_ShmNode_EmptyPoll), so it reads one bit per link instead,
+// in its page (NodePage::ready), at the bit its end of the link told the sender
+// (RingControl::reader_slot). It turns NodePage::summary on (seq_cst) and sets every bit once,
+// so the rings written by senders that still read 0 are read once; it goes back to every ring
+// at a quarter of the links.
+//   sender (Conn::send, after S1): when the peer's summary is 1, set our bit unless it is set.
+//   receiver (poll): exchange a word of bits with 0, then read the rings whose bits it held; a
+//     budget that stops in the middle sets the bits it did not finish again.
+//   A record published after its ring was read sets the bit again: its sender either sees the
+//   bit taken (and sets it) or saw it set before the exchange, which orders its record before
+//   the read. A sender that did not know its bit yet (the link's far end came up first) leaves
+//   it to the receiver, which sets it after it published the slot (add_live). A sleeper's A3
+//   poll reads the bits: a sender sets its bit before S2 reads `armed`.
+//
 // The end of a link. A peer that exits or is killed closes its end of the socket (the kernel does
 // it): the control thread sees the hangup, marks the link dead (under its TX lock: no send is
 // half-written into it afterwards) and makes our eventfd readable, so that sleepers poll. The
@@ -92,13 +108,22 @@ struct NodeConfig {
 /// (never 0).
 uint64_t host_id() noexcept;
 
+/// Links a node polls at most (its poll list).
+inline constexpr size_t kMaxNodeLinks = 4096;
+
 /// A node's shared page (one 4 KiB memfd page, sealed): what peers' senders write.
 struct NodePage {
   std::atomic<uint32_t> armed;     ///< A2 sets it, a sender's S2 takes it
   uint32_t magic;                  ///< kNodePageMagic
   std::atomic<int64_t> kicked_ns;  ///< CLOCK_MONOTONIC ns of the last kick (spin.h learns)
+  /// 1 while the node reads `ready` instead of looking at every ring (many links): senders then
+  /// set their ring's bit after each record (on the line senders read for `armed` anyway).
+  std::atomic<uint32_t> summary;
+  /// One bit per poll-list slot (RingControl::reader_slot - 1): the ring may hold records.
+  alignas(64) std::atomic<uint64_t> ready[kMaxNodeLinks / 64];
 };
-inline constexpr uint32_t kNodePageMagic = 0x64706e31;  // "dpn1"
+static_assert(sizeof(NodePage) <= 4096);
+inline constexpr uint32_t kNodePageMagic = 0x64706e32;  // "dpn2": with `ready` ("dpn1" without)
 
 enum class LinkState : uint8_t {
   kConnecting,  ///< hello sent (or to be sent), no answer yet: senders wait (-FI_EAGAIN)
@@ -181,6 +206,8 @@ class Conn {
   NodePage* peer_page_ = nullptr;
   int peer_wake_fd_ = -1;
   std::atomic<uint32_t> kicks_in_flight_{0};  // decided under tx_lock_, eventfd write pending
+  uint32_t reader_slot_ = 0;                  // the peer's RingControl::reader_slot, once known
+  void mark_ready() noexcept;                 // under tx_lock_: our bit in the peer's `ready`
   std::atomic<uint64_t> tx_records_{0}, tx_bytes_{0};  // under tx_lock_ (bump), read by anyone
 
   // Receive side (the node's RX owner).
@@ -204,8 +231,11 @@ class Conn {
 
 class Node {
  public:
-  static constexpr uint32_t kMaxNodes = 4096;  ///< node ids 1..kMaxNodes-1 per host
-  static constexpr size_t kMaxLinks = 4096;    ///< links polled at once
+  static constexpr uint32_t kMaxNodes = 4096;         ///< node ids 1..kMaxNodes-1 per host
+  static constexpr size_t kMaxLinks = kMaxNodeLinks;  ///< links polled at once
+  /// Past this many links the receive side reads NodePage::ready rather than every ring (off
+  /// again at a quarter of it).
+  static constexpr size_t kSummaryFrom = 8;
 
   /// Opens this process's node: binds a node id, makes the page and eventfd, starts the control
   /// thread. `mac`/`ipv4_be`: the port address frames from us carry (hellos tell peers); with
@@ -266,8 +296,11 @@ class Node {
   /// on_lost(Conn&), once each. @return records read.
   template <typename OnRecord, typename OnLost>
   size_t poll(size_t budget, OnRecord&& on_record, OnLost&& on_lost) noexcept;
-  /// Whether any link's ring may hold a record (one relaxed load per link).
+  /// Whether any link's ring may hold a record (one relaxed load per link; per 64 links while
+  /// reads_summary()).
   bool maybe_ready() const noexcept;
+  /// Whether poll() reads NodePage::ready (past kSummaryFrom links) rather than every ring.
+  bool reads_summary() const noexcept { return summary_; }
 
   const NodeStats& stats() const noexcept { return stats_; }
   NodeStats& stats() noexcept { return stats_; }
@@ -303,6 +336,11 @@ class Node {
   // The receive side's part of a link that ended (poll()).
   template <typename OnRecord, typename OnLost>
   void reap(Conn* c, size_t slot, OnRecord& on_record, OnLost& on_lost) noexcept;
+  // Reads the records of link `c` (poll-list `slot`) until it is empty or `n` reaches `budget`;
+  // a corrupt ring ends the link. @return whether the budget stopped it (it may have more).
+  template <typename OnRecord, typename OnLost>
+  bool drain(Conn* c, size_t slot, size_t budget, size_t& n, OnRecord& on_record,
+             OnLost& on_lost) noexcept;
 
   NodeConfig cfg_;
   uint64_t host_ = 0;
@@ -324,6 +362,9 @@ class Node {
   std::atomic<uint64_t> ended_{0};              // links marked dead: the RX owner looks
   uint64_t ended_seen_ = 0;                     // RX owner
   size_t next_poll_ = 0;                        // RX owner: round robin start
+  std::atomic<size_t> live_count_{0};           // links in live_ now
+  bool summary_ = false;                        // RX owner: page_->summary is 1
+  size_t next_word_ = 0;                        // RX owner: round robin start in `ready`
   std::atomic<size_t> up_{0};
 
   // Control thread.
@@ -342,9 +383,46 @@ class Node {
 
 inline bool Node::maybe_ready() const noexcept {
   const size_t used = live_used_.load(std::memory_order_acquire);
+  if (page_->summary.load(std::memory_order_relaxed)) {
+    for (size_t w = 0; w < (used + 63) / 64; ++w)
+      if (page_->ready[w].load(std::memory_order_relaxed)) return true;
+    return false;
+  }
   for (size_t i = 0; i < used; ++i)
     if (Conn* c = live_[i].load(std::memory_order_relaxed); c && c->rx_.maybe_ready()) return true;
   return false;
+}
+
+template <typename OnRecord, typename OnLost>
+[[gnu::always_inline]] inline bool Node::drain(Conn* c, size_t slot, size_t budget, size_t& n,
+                                               OnRecord& on_record, OnLost& on_lost) noexcept {
+  RecordHeader h;
+  const uint8_t* p;
+  size_t got = 0;
+  uint64_t bytes = 0;
+  for (;;) {
+    const auto st = n < budget ? c->rx_.next(&h, &p) : RingReader::Status::kEmpty;
+    if (st != RingReader::Status::kRecord) {
+      if (st == RingReader::Status::kCorrupt && !c->reaped_.load(std::memory_order_relaxed)) {
+        stats_.corrupt.fetch_add(1, std::memory_order_relaxed);
+        c->broken_.store(true, std::memory_order_release);
+        // The control thread ends the link (the peer sees us go); we report it lost now.
+        housekeep_.store(true, std::memory_order_release);
+        reap(c, slot, on_record, on_lost);
+        wait::WakeBatch::defer(&Node::doorbell_deferred, this);
+      }
+      break;
+    }
+    ++n, ++got;
+    bytes += h.len;
+    on_record(*c, h, p);
+  }
+  if (got) {
+    c->rx_.release();
+    bump(stats_.rx_records, got);  // the receive side is the only writer
+    bump(stats_.rx_bytes, bytes);
+  }
+  return n >= budget;  // this link may have more
 }
 
 template <typename OnRecord, typename OnLost>
@@ -364,39 +442,51 @@ size_t Node::poll(size_t budget, OnRecord&& on_record, OnLost&& on_lost) noexcep
       if (st != LinkState::kUp && st != LinkState::kConnecting) reap(c, i, on_record, on_lost);
     }
   }
+  const size_t live = live_count_.load(std::memory_order_relaxed);
+  if (!summary_ && live > kSummaryFrom) {
+    // Many links: from now on the bits say which rings to read (a look at every ring cost 170 ns
+    // with 63 links, hot-parts BM_ShmNode_EmptyPoll). A sender that read summary 0 before this
+    // store published its record before it (S1's fence): every ring's bit is set after it, so
+    // the loop below reads them all once.
+    page_->summary.store(1, std::memory_order_seq_cst);
+    summary_ = true;
+    for (size_t w = 0; w < (used + 63) / 64; ++w)
+      page_->ready[w].store(~uint64_t{0}, std::memory_order_seq_cst);
+  } else if (summary_ && live <= kSummaryFrom / 4) {
+    page_->summary.store(0, std::memory_order_relaxed);  // every ring is read again
+    summary_ = false;
+  }
   size_t n = 0;
-  size_t start = next_poll_ < used ? next_poll_ : 0;
+  if (summary_) {
+    const size_t words = (used + 63) / 64;
+    const size_t start = next_word_ < words ? next_word_ : 0;
+    for (size_t k = 0; k < words; ++k) {
+      const size_t w = (start + k) % words;
+      if (page_->ready[w].load(std::memory_order_relaxed) == 0) continue;
+      // Taken before the rings are read: a record published after a ring was read sets its bit
+      // again (a sender that still saw it set published before this exchange).
+      uint64_t bits = page_->ready[w].exchange(0, std::memory_order_seq_cst);
+      while (bits) {
+        const size_t i = w * 64 + static_cast<size_t>(__builtin_ctzll(bits));
+        Conn* c = i < used ? live_[i].load(std::memory_order_acquire) : nullptr;
+        if (c && drain(c, i, budget, n, on_record, on_lost)) {
+          // The budget is spent: what is left goes first next time.
+          page_->ready[w].fetch_or(bits, std::memory_order_relaxed);
+          next_word_ = w;
+          return n;
+        }
+        bits &= bits - 1;
+      }
+    }
+    next_word_ = (start + 1) % words;
+    return n;
+  }
+  const size_t start = next_poll_ < used ? next_poll_ : 0;
   for (size_t k = 0; k < used && n < budget; ++k) {
     const size_t i = (start + k) % used;
     Conn* c = live_[i].load(std::memory_order_acquire);
     if (!c || !c->rx_.maybe_ready()) continue;
-    RecordHeader h;
-    const uint8_t* p;
-    size_t got = 0;
-    uint64_t bytes = 0;
-    for (;;) {
-      const auto st = n < budget ? c->rx_.next(&h, &p) : RingReader::Status::kEmpty;
-      if (st != RingReader::Status::kRecord) {
-        if (st == RingReader::Status::kCorrupt && !c->reaped_.load(std::memory_order_relaxed)) {
-          stats_.corrupt.fetch_add(1, std::memory_order_relaxed);
-          c->broken_.store(true, std::memory_order_release);
-          // The control thread ends the link (the peer sees us go); we report it lost now.
-          housekeep_.store(true, std::memory_order_release);
-          reap(c, i, on_record, on_lost);
-          wait::WakeBatch::defer(&Node::doorbell_deferred, this);
-        }
-        break;
-      }
-      ++n, ++got;
-      bytes += h.len;
-      on_record(*c, h, p);
-    }
-    if (got) {
-      c->rx_.release();
-      bump(stats_.rx_records, got);  // the receive side is the only writer
-      bump(stats_.rx_bytes, bytes);
-    }
-    if (n >= budget) {
+    if (drain(c, i, budget, n, on_record, on_lost)) {
       next_poll_ = i;  // this link may have more: it goes first next time
       return n;
     }
@@ -424,6 +514,7 @@ void Node::reap(Conn* c, size_t slot, OnRecord& on_record, OnLost& on_lost) noex
   on_lost(*c);
   c->reaped_.store(true, std::memory_order_release);
   live_[slot].store(nullptr, std::memory_order_release);
+  live_count_.fetch_sub(1, std::memory_order_relaxed);
   housekeep_.store(true, std::memory_order_release);
   wait::WakeBatch::defer(&Node::doorbell_deferred, this);
 }

@@ -79,6 +79,10 @@ struct RdmIndirect {
 struct RingControl {
   alignas(64) std::atomic<uint64_t> head;  ///< written by the producer
   alignas(64) std::atomic<uint64_t> tail;  ///< written by the consumer
+  /// Written by the consumer once: its node's poll-list slot of this ring + 1 (0: not yet), the
+  /// bit a producer sets in the consumer's NodePage::ready (node.h). Read by the producer until
+  /// it is known. Its own line: the producer does not pull the tail's in.
+  alignas(64) std::atomic<uint32_t> reader_slot;
 };
 static_assert(sizeof(RingControl) <= kRingControlBytes);
 
@@ -106,6 +110,10 @@ class RingWriter {
         tail_(ctl_->tail.load(std::memory_order_acquire)) {}
 
   bool valid() const noexcept { return ctl_ != nullptr; }
+  /// The consumer's slot + 1 (RingControl::reader_slot), 0 while it has not said.
+  uint32_t reader_slot() const noexcept {
+    return ctl_->reader_slot.load(std::memory_order_seq_cst);
+  }
   /// The largest payload one record may have.
   uint64_t max_payload() const noexcept { return size_ / 4 - kRecordHeaderBytes; }
 
@@ -166,6 +174,10 @@ class RingReader {
         read_(tail_) {}
 
   bool valid() const noexcept { return ctl_ != nullptr; }
+  /// Tells the producer our slot + 1 (RingControl::reader_slot).
+  void set_reader_slot(uint32_t v) noexcept {
+    ctl_->reader_slot.store(v, std::memory_order_seq_cst);
+  }
 
   /// Whether a record may be waiting (a cheap look at the producer's head: one load).
   bool maybe_ready() const noexcept { return ctl_->head.load(std::memory_order_relaxed) != tail_; }

@@ -33,6 +33,9 @@
 #include <cstring>
 #include <memory>
 #include <span>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "common/counter.h"
 #include "common/fence.h"
@@ -40,6 +43,7 @@
 #include "event/cq.h"
 #include "port/burst_guard.h"
 #include "proto/rdm_core.h"
+#include "shm/node.h"
 #include "wait/waitable.h"
 #include "wire/decoder.h"
 #include "wire/encoder.h"
@@ -423,6 +427,80 @@ void BM_RdmCore_AckPass_PeersInFlight(benchmark::State& st) {
 
 }  // namespace rdmb
 
+// ---- the same-host path's receive side with many links
+// ----------------------------------------------------------------------------------------------
+
+namespace shmb {
+
+using dpfab::shm::Conn;
+using dpfab::shm::LinkState;
+using dpfab::shm::Node;
+using dpfab::shm::RecordHeader;
+
+// Node `rx` linked to N other nodes of this process (real links: sockets, hellos, segments), as a
+// process of a host with N + 1 dpfab processes that all talk to each other.
+struct Star {
+  std::vector<std::unique_ptr<Node>> nodes;  // [0] the receiver
+  std::vector<Conn*> to_rx;                  // node i's link to [0]
+  bool ok = false;
+  explicit Star(size_t links) {
+    dpfab::shm::NodeConfig c;
+    c.prefix = "dpfab-shm-bench-" + std::to_string(getpid());
+    c.ring_bytes = 16 << 10;
+    c.handshake_timeout_ns = 5'000'000'000;
+    for (size_t i = 0; i <= links; ++i) {
+      const uint8_t mac[6] = {2, 0, 0, 0, static_cast<uint8_t>(i >> 8), static_cast<uint8_t>(i)};
+      auto n = Node::open(c, mac, 0x0a000000u + static_cast<uint32_t>(i));
+      if (!n) return;
+      nodes.push_back(std::move(n.value()));
+    }
+    for (size_t i = 1; i <= links; ++i) {
+      if (nodes[i]->connect(nodes[0]->id(), nodes[0]->nonce()) != LinkState::kUp) return;
+      to_rx.push_back(nodes[i]->find(nodes[0]->id()));
+    }
+    // The receiver's side of each link is in its poll list once the control thread saw it up.
+    for (int k = 0; k < 5000 && nodes[0]->links_up() < links; ++k)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ok = nodes[0]->links_up() == links;
+  }
+  size_t poll() {
+    return nodes[0]->poll(
+        32, [](Conn&, const RecordHeader& h, const uint8_t*) { benchmark::DoNotOptimize(h.len); },
+        [](Conn&) {});
+  }
+};
+
+// A poll of the receive side that finds nothing (what a spinning receiver repeats), with N links.
+void BM_ShmNode_EmptyPoll(benchmark::State& st) {
+  Star s(static_cast<size_t>(st.range(0)));
+  if (!s.ok) {
+    st.SkipWithError("links not up");
+    return;
+  }
+  for (auto _ : st) benchmark::DoNotOptimize(s.poll());
+}
+
+// One 64-byte record from one of the N peers (each in turn), taken by the next poll.
+void BM_ShmNode_OneRecord(benchmark::State& st) {
+  Star s(static_cast<size_t>(st.range(0)));
+  if (!s.ok) {
+    st.SkipWithError("links not up");
+    return;
+  }
+  const RecordHeader h{64, dpfab::shm::RecordKind::kRdm, 0, 1, 2, 3, 4, 0};
+  std::array<uint8_t, 64> data{};
+  size_t i = 0;
+  for (auto _ : st) {
+    if (s.to_rx[i]->send(h, data) != 0) st.SkipWithError("send");
+    if (++i == s.to_rx.size()) i = 0;
+    if (s.poll() != 1) st.SkipWithError("poll");
+  }
+}
+
+}  // namespace shmb
+
+BENCHMARK(shmb::BM_ShmNode_EmptyPoll)->Arg(1)->Arg(8)->Arg(63);
+BENCHMARK(shmb::BM_ShmNode_OneRecord)->Arg(1)->Arg(8)->Arg(63);
 BENCHMARK(rdmb::BM_RdmCore_RoundTrip_PeersInFlight)->Arg(0)->Arg(16)->Arg(64)->Arg(255);
 BENCHMARK(rdmb::BM_RdmCore_AckPass_PeersInFlight)->Arg(0)->Arg(16)->Arg(64)->Arg(255);
 BENCHMARK(BM_Encode_Dgram_Full);

@@ -158,6 +158,84 @@ TEST(ShmNode, SenderKicksOnlyAnArmedReceiverOnce) {
   EXPECT_EQ(g.records.size(), 3u);
 }
 
+// Past Node::kSummaryFrom links the receive side reads the ready bits senders set in its page
+// instead of every ring: records already in the rings when it switches, a budget that stops in
+// the middle, a sleeper's kick and links that end (the bits off again at a quarter) lose nothing.
+TEST(ShmNode, ManyLinksAreReadThroughTheReadyBits) {
+  auto rx = open_node(1);
+  ASSERT_TRUE(rx);
+  constexpr size_t kLinks = 12;
+  static_assert(kLinks > Node::kSummaryFrom);
+  std::vector<std::unique_ptr<Node>> tx;
+  std::vector<Conn*> to_rx;
+  for (size_t k = 0; k < kLinks; ++k) {
+    tx.push_back(open_node(static_cast<uint8_t>(10 + k)));
+    ASSERT_TRUE(tx.back());
+    ASSERT_EQ(tx.back()->connect(rx->id(), rx->nonce()), LinkState::kUp);
+    to_rx.push_back(tx.back()->find(rx->id()));
+  }
+  ASSERT_TRUE(eventually([&] { return rx->links_up() == kLinks; }));
+  // Three records in every ring before the receiver's first poll (which switches to the bits).
+  for (size_t r = 0; r < 3; ++r)
+    for (size_t k = 0; k < kLinks; ++k)
+      ASSERT_EQ(send_str(to_rx[k], std::to_string(k) + ":" + std::to_string(r)), 0);
+  EXPECT_FALSE(rx->reads_summary());
+  Got g;
+  auto poll = [&](size_t budget) {
+    return rx->poll(
+        budget,
+        [&](Conn&, const RecordHeader& h, const uint8_t* p) {
+          g.records.emplace_back(reinterpret_cast<const char*>(p), h.len);
+        },
+        [&](Conn& c) { g.lost.push_back(c.node()); });
+  };
+  for (int i = 0; i < 100 && g.records.size() < 3 * kLinks; ++i) poll(5);  // budgets end mid-ring
+  EXPECT_TRUE(rx->reads_summary());
+  ASSERT_EQ(g.records.size(), 3 * kLinks);
+  for (size_t k = 0; k < kLinks; ++k) {  // each once, in its ring's order
+    std::vector<std::string> of_k;
+    for (const auto& rec : g.records)
+      if (rec.substr(0, rec.find(':')) == std::to_string(k)) of_k.push_back(rec);
+    ASSERT_EQ(of_k, (std::vector<std::string>{std::to_string(k) + ":0", std::to_string(k) + ":1",
+                                              std::to_string(k) + ":2"}));
+  }
+  EXPECT_EQ(poll(64), 0u);
+  EXPECT_FALSE(rx->maybe_ready());
+  // One record at a time from each link in turn: the next poll finds it, and only it.
+  for (size_t i = 0; i < 5 * kLinks; ++i) {
+    g.records.clear();
+    ASSERT_EQ(send_str(to_rx[i % kLinks], "turn " + std::to_string(i)), 0);
+    EXPECT_TRUE(rx->maybe_ready());
+    ASSERT_EQ(poll(64), 1u) << "turn " << i;
+    EXPECT_EQ(g.records.at(0), "turn " + std::to_string(i));
+    EXPECT_EQ(poll(64), 0u);
+  }
+  // A receiver about to sleep is kicked by the next record, which its poll then finds.
+  uint64_t v;
+  while (readable(rx->wake_fd())) (void)!read(rx->wake_fd(), &v, sizeof(v));
+  rx->arm();
+  g.records.clear();
+  ASSERT_EQ(send_str(to_rx[7], "wake up"), 0);
+  EXPECT_TRUE(readable(rx->wake_fd(), 1000));
+  ASSERT_EQ(poll(64), 1u);
+  EXPECT_EQ(g.records.at(0), "wake up");
+  // All but two links end: reported lost once each, then every ring is read again.
+  for (size_t k = 0; k < kLinks - 2; ++k) tx[k].reset();
+  ASSERT_TRUE(eventually([&] {
+    poll(64);
+    return g.lost.size() == kLinks - 2;
+  }));
+  poll(64);
+  EXPECT_FALSE(rx->reads_summary());
+  g.records.clear();
+  ASSERT_EQ(send_str(to_rx[kLinks - 2], "still here"), 0);
+  ASSERT_EQ(send_str(to_rx[kLinks - 1], "me too"), 0);
+  ASSERT_TRUE(eventually([&] {
+    poll(64);
+    return g.records.size() == 2;
+  }));
+}
+
 TEST(ShmNode, StaleAndMissingNodesFail) {
   auto a = open_node(1), b = open_node(2);
   ASSERT_TRUE(a && b);
