@@ -42,7 +42,7 @@
 // in its page (NodePage::ready), at the bit its end of the link told the sender
 // (RingControl::reader_slot). It turns NodePage::summary on (seq_cst) and sets every bit once,
 // so the rings written by senders that still read 0 are read once; it goes back to every ring
-// at a quarter of the links.
+// at a quarter of the links. A page whose flag a broken peer cleared is repaired the same way.
 //   sender (Conn::send, after S1): when the peer's summary is 1, set our bit unless it is set.
 //   receiver (poll): exchange a word of bits with 0, then read the rings whose bits it held; a
 //     budget that stops in the middle sets the bits it did not finish again.
@@ -383,7 +383,7 @@ class Node {
 
 inline bool Node::maybe_ready() const noexcept {
   const size_t used = live_used_.load(std::memory_order_acquire);
-  if (page_->summary.load(std::memory_order_relaxed)) {
+  if (summary_) {  // (RX owner: poll's decision, not the page, which peers can write)
     for (size_t w = 0; w < (used + 63) / 64; ++w)
       if (page_->ready[w].load(std::memory_order_relaxed)) return true;
     return false;
@@ -443,16 +443,18 @@ size_t Node::poll(size_t budget, OnRecord&& on_record, OnLost&& on_lost) noexcep
     }
   }
   const size_t live = live_count_.load(std::memory_order_relaxed);
-  if (!summary_ && live > kSummaryFrom) {
+  const bool want = live > kSummaryFrom || (summary_ && live > kSummaryFrom / 4);
+  if (want && (!summary_ || page_->summary.load(std::memory_order_relaxed) != 1)) {
     // Many links: from now on the bits say which rings to read (a look at every ring cost 170 ns
     // with 63 links, hot-parts BM_ShmNode_EmptyPoll). A sender that read summary 0 before this
     // store published its record before it (S1's fence): every ring's bit is set after it, so
-    // the loop below reads them all once.
+    // the loop below reads them all once. The same repairs a page a broken peer rewrote (peers
+    // map it writable): the senders it misled are read again.
     page_->summary.store(1, std::memory_order_seq_cst);
     summary_ = true;
     for (size_t w = 0; w < (used + 63) / 64; ++w)
       page_->ready[w].store(~uint64_t{0}, std::memory_order_seq_cst);
-  } else if (summary_ && live <= kSummaryFrom / 4) {
+  } else if (summary_ && !want) {
     page_->summary.store(0, std::memory_order_relaxed);  // every ring is read again
     summary_ = false;
   }

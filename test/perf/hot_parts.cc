@@ -305,6 +305,43 @@ struct Side {
   uint64_t due = 0;  // what RdmEndpoint::finish would store
 };
 
+// Two cores, each the other's peer 0. @return false (the benchmark skipped) when one cannot be
+// made.
+bool make_pair(benchmark::State& st, const CoreConfig& cfg, Side& a, Side& b) {
+  for (Side* x : {&a, &b}) {
+    auto made = RdmCore::create(cfg, &x->sink);
+    if (!made.ok()) {
+      st.SkipWithError("RdmCore::create");
+      return false;
+    }
+    x->core = std::move(made.value());
+    x->core->add_peer(0);
+  }
+  return true;
+}
+
+// Posts a receive of `x`'s 64-byte buffer.
+void post_recv(Side& x, uint64_t now) {
+  RecvOp r;
+  r.buf = x.rx.data();
+  r.len = x.rx.size();
+  benchmark::DoNotOptimize(x.core->recv(r, now));
+}
+
+// Peers 1..others of `x`: one packet each, never acknowledged (its RTO runs: the peer stays
+// active).
+void load_peers(Side& x, fi_addr_t others) {
+  for (fi_addr_t p = 1; p <= others; ++p) {
+    x.core->add_peer(p);
+    SendOp s;
+    s.dest = p;
+    s.buf = x.tx.data();
+    s.len = x.tx.size();
+    s.inject = s.complete_now = true;
+    x.core->send(s, p, 0);
+  }
+}
+
 // `from` sends 64 bytes to peer 0 (`to`), which takes it into its posted receive and posts the
 // next one: the calls a one-way trip makes into the cores, each followed by next_deadline.
 void hop(Side& from, Side& to, uint64_t now) {
@@ -317,41 +354,17 @@ void hop(Side& from, Side& to, uint64_t now) {
   from.sink.held = false;
   to.core->on_frame(0, from.sink.hdr, {from.sink.bytes.data(), from.sink.len}, now);
   to.due = to.core->next_deadline();
-  RecvOp r;
-  r.buf = to.rx.data();
-  r.len = to.rx.size();
-  benchmark::DoNotOptimize(to.core->recv(r, now));
+  post_recv(to, now);
   to.due = to.core->next_deadline();
   benchmark::DoNotOptimize(from.due + to.due);
 }
 
 void BM_RdmCore_RoundTrip_PeersInFlight(benchmark::State& st) {
-  const auto others = static_cast<fi_addr_t>(st.range(0));
   Side a, b;
-  CoreConfig cfg;
-  for (Side* x : {&a, &b}) {
-    auto made = RdmCore::create(cfg, &x->sink);
-    if (!made.ok()) {
-      st.SkipWithError("RdmCore::create");
-      return;
-    }
-    x->core = std::move(made.value());
-    x->core->add_peer(0);
-    RecvOp r;
-    r.buf = x->rx.data();
-    r.len = x->rx.size();
-    x->core->recv(r, 0);
-  }
-  // a's other peers: one packet each, never acknowledged (its RTO runs: the peer stays active).
-  for (fi_addr_t p = 1; p <= others; ++p) {
-    a.core->add_peer(p);
-    SendOp s;
-    s.dest = p;
-    s.buf = a.tx.data();
-    s.len = a.tx.size();
-    s.inject = s.complete_now = true;
-    a.core->send(s, p, 0);
-  }
+  if (!make_pair(st, CoreConfig{}, a, b)) return;
+  post_recv(a, 0);
+  post_recv(b, 0);
+  load_peers(a, static_cast<fi_addr_t>(st.range(0)));
   uint64_t now = 1;
   for (auto _ : st) {
     hop(a, b, now);
@@ -374,32 +387,12 @@ void pass_held(Side& from, Side& to, uint64_t now) {
 // peers with a packet in flight (their RTOs far off): the pass an all-to-all's receiver runs
 // as the delayed acks of its many peers come due.
 void BM_RdmCore_AckPass_PeersInFlight(benchmark::State& st) {
-  const auto others = static_cast<fi_addr_t>(st.range(0));
   Side a, b;
   CoreConfig cfg;
   cfg.rel.rto_init_ns = cfg.rel.rto_max_ns = 1'000'000'000'000;  // the others' RTOs never fire
-  for (Side* x : {&a, &b}) {
-    auto made = RdmCore::create(cfg, &x->sink);
-    if (!made.ok()) {
-      st.SkipWithError("RdmCore::create");
-      return;
-    }
-    x->core = std::move(made.value());
-    x->core->add_peer(0);
-  }
-  for (fi_addr_t p = 1; p <= others; ++p) {
-    b.core->add_peer(p);
-    SendOp s;
-    s.dest = p;
-    s.buf = b.tx.data();
-    s.len = b.tx.size();
-    s.inject = s.complete_now = true;
-    b.core->send(s, p, 0);
-  }
-  RecvOp r;
-  r.buf = b.rx.data();
-  r.len = b.rx.size();
-  b.core->recv(r, 0);
+  if (!make_pair(st, cfg, a, b)) return;
+  load_peers(b, static_cast<fi_addr_t>(st.range(0)));
+  post_recv(b, 0);
   uint64_t now = 1;
   uint64_t passes = 0;
   for (auto _ : st) {
@@ -410,7 +403,7 @@ void BM_RdmCore_AckPass_PeersInFlight(benchmark::State& st) {
     benchmark::DoNotOptimize(a.core->send(s, 0, now));
     a.due = a.core->next_deadline();
     pass_held(a, b, now);
-    benchmark::DoNotOptimize(b.core->recv(r, now));
+    post_recv(b, now);
     b.due = b.core->next_deadline();
     pass_held(b, a, now);  // an immediate ack (every ack_every packets)
     now += cfg.rel.ack_delay_ns + 1;

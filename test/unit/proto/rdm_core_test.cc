@@ -556,6 +556,16 @@ RdmHeader eager_from_peer(uint32_t seq, uint32_t msg, uint64_t off, uint64_t len
   return h;
 }
 
+// A pure ack from the peer (epoch 77, as eager_from_peer) of our packets before `ack`.
+RdmHeader ack_from_peer(uint32_t ack) {
+  RdmHeader h;
+  h.kind = dpfab::wire::RdmKind::kAck;
+  h.epoch = 77;
+  h.ack = ack;
+  h.window = 64;
+  return h;
+}
+
 }  // namespace
 
 TEST(RdmCore, AProtocolViolationFailsTheMessageNotTheEndpoint) {
@@ -891,12 +901,7 @@ TEST(RdmCore, NextDeadlineFollowsEveryPeersTimerWithManyInFlight) {
     // Acked in another order: the earliest left is reported after each.
     for (fi_addr_t k = 0; k < kPeers; ++k) {
       const fi_addr_t a = (k * 23 + 5) % kPeers;
-      RdmHeader ack;
-      ack.kind = dpfab::wire::RdmKind::kAck;
-      ack.epoch = 77;
-      ack.ack = static_cast<uint32_t>(round) + 1;
-      ack.window = 64;
-      core.on_frame(a, ack, {}, t0 + 500);
+      core.on_frame(a, ack_from_peer(static_cast<uint32_t>(round) + 1), {}, t0 + 500);
       for (auto it = due.begin(); it != due.end(); ++it) {
         if (it->second == a) {
           due.erase(it);
@@ -982,12 +987,7 @@ TEST(RdmCore, TimerPassRunsOnlyTheDuePeersWithManyInFlight) {
   // Every peer acks: their RTOs go, they are idle but still active (the due pass does not visit
   // them) until the next periodic visit drops them and turns the heap off.
   for (fi_addr_t a = 0; a < kPeers; ++a) {
-    RdmHeader ack;
-    ack.kind = dpfab::wire::RdmKind::kAck;
-    ack.epoch = 77;
-    ack.ack = a == 0 ? 2 : 1;  // peer 0 has two packets
-    ack.window = 64;
-    core.on_frame(a, ack, {}, retry + 10);
+    core.on_frame(a, ack_from_peer(a == 0 ? 2 : 1), {}, retry + 10);  // peer 0 has two packets
     ASSERT_TRUE(core.timers_consistent());
   }
   EXPECT_EQ(sink.done.size(), kPeers + 1);
