@@ -94,11 +94,11 @@ if { [ $# -eq 0 ] && [ "${DPFAB_ASAN:-1}" != 0 ]; } || [ "${DPFAB_ASAN:-}" = 1 ]
   if [ ! -f build-asan/build.ninja ]; then
     # GCC 12 under ASan warns maybe-uninitialized inside libstdc++'s <regex> (CI builds -Werror).
     meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false \
-      -Dbuildtype=debugoptimized -Doptimization=1 -Ddebug=false -Dlockcheck=true \
+      -Dbuildtype=debugoptimized -Doptimization=1 -Ddebug=false -Dlockcheck=true -Dperf=false \
       -Dcpp_args=-Wno-maybe-uninitialized >/dev/null ||
       { echo "0 passed, 1 failed, 0 skipped"; exit 1; }
   else
-    meson configure build-asan -Dlockcheck=true >/dev/null
+    meson configure build-asan -Dlockcheck=true -Dperf=false >/dev/null
   fi
   if ninja -C build-asan >/dev/null; then
     ASAN_OPTIONS="halt_on_error=1:detect_leaks=0" \
