@@ -46,9 +46,10 @@ void core_config(const Domain* dom, const fi_info* info, const EpBase* e,
   // message is two: 16 KiB there.
   c.eager_max = std::min<uint64_t>(kEagerMax, c.max_msg_size);
   c.eager_max_same_host = std::min<uint64_t>(kEagerMaxSameHost, c.eager_max);
-  if (cfg) {  // liveness: FI_DPDK_RDM_PEER_TIMEOUT_MS, FI_DPDK_RDM_MAX_RETRIES
+  if (cfg) {  // liveness: FI_DPDK_RDM_PEER_TIMEOUT_MS, FI_DPDK_RDM_MAX_RETRIES; ack delay
     c.rel.peer_timeout_ns = cfg->rdm_peer_timeout_ms * 1'000'000;
     c.rel.max_retries = cfg->rdm_max_retries;
+    c.rel.ack_delay_ns = cfg->rdm_ack_delay_us * 1'000;
   }
   // One atomic is one packet, its operands copied like an inject.
   c.atomic_max = rma_data::atomic_max_bytes(c.seg_size, c.inject_size);

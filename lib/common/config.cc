@@ -23,7 +23,7 @@ namespace {
 constexpr const char* kSection = "dpdk";
 
 // The single list of keys. config/dpfab.conf must show the same defaults; a unit test checks it.
-constexpr std::array<KeyInfo, 29> kKeys{{
+constexpr std::array<KeyInfo, 30> kKeys{{
     {"config", "",
      "Path of the configuration file to read instead of the installed default (dpfab.conf)."},
     {"eal_args", "--no-huge --no-shconf --no-pci -m 48 --log-level=*:warning",
@@ -59,6 +59,10 @@ constexpr std::array<KeyInfo, 29> kKeys{{
     {"rdm_max_retries", "10",
      "FI_EP_RDM: retransmissions (or keepalive probes) in a row that must go unanswered, besides "
      "rdm_peer_timeout_ms of silence, before a peer is declared unreachable; 0 to 1000."},
+    {"rdm_ack_delay_us", "20",
+     "FI_EP_RDM and FI_EP_MSG: microseconds a received packet's ack may wait for a packet going "
+     "back to ride on (a delayed ack) before it is sent alone; 1 to 100000. Past the "
+     "retransmission timeout (at least 200 us) the sender resends."},
     {"msg_connect_timeout_ms", "10000",
      "FI_EP_MSG: milliseconds a connect (or an accept) may go unanswered before it fails with "
      "FI_ETIMEDOUT; its request is repeated meanwhile (100 ms, doubling up to 1 s); 100 to "
@@ -389,6 +393,10 @@ Result<Config> load(const EnvLookup& env, const std::string& default_file) {
       auto n = int_in_range(v, 0, 1000);
       if (!n) return n.error();
       cfg.rdm_max_retries = static_cast<uint32_t>(*n);
+    } else if (v.key == "rdm_ack_delay_us") {
+      auto n = int_in_range(v, 1, 100'000);
+      if (!n) return n.error();
+      cfg.rdm_ack_delay_us = static_cast<uint64_t>(*n);
     } else if (v.key == "msg_connect_timeout_ms") {
       auto n = int_in_range(v, 100, 86'400'000);
       if (!n) return n.error();

@@ -74,6 +74,9 @@ struct Config {
   /// silent this long and rdm_max_retries retransmissions or probes in a row went unanswered.
   uint64_t rdm_peer_timeout_ms = 10'000;
   uint32_t rdm_max_retries = 10;
+  /// FI_EP_RDM and FI_EP_MSG (proto/rdm_peer.h, ReliabilityConfig::ack_delay_ns): how long a
+  /// received packet's ack may wait for a packet going back before it is sent alone.
+  uint64_t rdm_ack_delay_us = 20;
   /// FI_EP_MSG (proto/msg_cm.h): a connect or accept unanswered this long fails (FI_ETIMEDOUT).
   /// A connected peer is lost after rdm_peer_timeout_ms of silence.
   uint64_t msg_connect_timeout_ms = 10'000;

@@ -89,10 +89,26 @@ TEST(Config, EveryKeyIsListedOnceWithHelp) {
     EXPECT_TRUE(names.insert(k.name).second) << k.name;
     EXPECT_GT(std::string(k.help).size(), 10u) << k.name;
   }
-  for (const char* required :
-       {"config", "eal_args", "ports", "ipv4", "lcores", "mbufs", "rx_depth", "tx_depth", "spin_us",
-        "spin_max_us", "lcore_spin_us", "fault_loss", "fault_reorder", "fault_dup", "fault_corrupt",
-        "fault_seed", "rdm_peer_timeout_ms", "rdm_max_retries", "msg_connect_timeout_ms"})
+  for (const char* required : {"config",
+                               "eal_args",
+                               "ports",
+                               "ipv4",
+                               "lcores",
+                               "mbufs",
+                               "rx_depth",
+                               "tx_depth",
+                               "spin_us",
+                               "spin_max_us",
+                               "lcore_spin_us",
+                               "fault_loss",
+                               "fault_reorder",
+                               "fault_dup",
+                               "fault_corrupt",
+                               "fault_seed",
+                               "rdm_peer_timeout_ms",
+                               "rdm_max_retries",
+                               "rdm_ack_delay_us",
+                               "msg_connect_timeout_ms"})
     EXPECT_TRUE(names.count(required)) << required;
 }
 
@@ -268,8 +284,11 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(Config, RdmLivenessKeysFromFileAndEnvironment) {
   Env env;
   env.vars["rdm_max_retries"] = "3";
+  env.vars["rdm_ack_delay_us"] = "100000";
   auto cfg = load_text("[dpdk]\nrdm_peer_timeout_ms = 1500\nrdm_max_retries = 7\n", env);
   ASSERT_TRUE(cfg) << cfg.error().message;
+  EXPECT_EQ(cfg->rdm_ack_delay_us, 100000u);
+  EXPECT_EQ(cfg->find("rdm_ack_delay_us")->origin, "FI_DPDK_RDM_ACK_DELAY_US");
   EXPECT_EQ(cfg->rdm_peer_timeout_ms, 1500u);
   EXPECT_EQ(cfg->find("rdm_peer_timeout_ms")->source, Source::kFile);
   EXPECT_EQ(cfg->rdm_max_retries, 3u);
@@ -317,6 +336,8 @@ TEST(ConfigBadEnvironment, NamesTheVariable) {
                                                         {"rdm_peer_timeout_ms", "1s"},
                                                         {"rdm_max_retries", "1001"},
                                                         {"rdm_max_retries", "-1"},
+                                                        {"rdm_ack_delay_us", "0"},
+                                                        {"rdm_ack_delay_us", "100001"},
                                                         {"msg_connect_timeout_ms", "99"},
                                                         {"msg_connect_timeout_ms", "forever"}}) {
     Env env;
